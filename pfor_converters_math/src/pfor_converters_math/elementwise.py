@@ -1,0 +1,5 @@
+"""elementwise converters (to be written)."""
+
+
+def register(registry):
+    """Add this family's converters to the pack's registrar."""

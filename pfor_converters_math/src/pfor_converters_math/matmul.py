@@ -1,0 +1,5 @@
+"""matmul converters (to be written)."""
+
+
+def register(registry):
+    """Add this family's converters to the pack's registrar."""

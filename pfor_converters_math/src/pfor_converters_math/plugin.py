@@ -1,0 +1,21 @@
+"""Entry point of the math pack: each op-family module registers its converters."""
+
+import importlib
+
+import pfor_core as pf
+
+# One module per op family; each has ``register(registry)``.
+MODULES = ("elementwise", "reductions", "matmul", "linalg", "shape_ops", "slicing",
+           "joining", "sorting", "segments")
+
+
+@pf.hookimpl
+def pfor_converter_api_version():
+    return 1
+
+
+@pf.hookimpl
+def pfor_register_converters(registry):
+    for name in MODULES:
+        module = importlib.import_module(f"pfor_converters_math.{name}")
+        module.register(registry)

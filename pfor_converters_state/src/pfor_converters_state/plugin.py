@@ -1,0 +1,13 @@
+"""Entry point of the state pack: declares the converter API and registers converters."""
+
+import pfor_core as pf
+
+
+@pf.hookimpl
+def pfor_converter_api_version():
+    return 1
+
+
+@pf.hookimpl
+def pfor_register_converters(registry):
+    """No converters yet; the pack installs, loads and is listed."""

@@ -1,0 +1,21 @@
+"""pfor: vectorize parallel-for loops over TensorFlow graphs statically.
+
+``import pfor_core as pf``; see API.md for the contract.
+"""
+
+from pfor_core.api import map_fn, pfor, vectorized_map
+from pfor_core.errors import ConversionError, FallbackWarning
+from pfor_core.explain import Report, explain
+from pfor_core.hookspecs import hookimpl
+from pfor_core.layout import Invariant, Stacked
+from pfor_core.plugins import (CONVERTER_API_VERSION, default_registry,
+                               register_batch_polymorphic, register_converter)
+from pfor_core.vmap import vmap
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CONVERTER_API_VERSION", "ConversionError", "FallbackWarning", "Invariant", "Report",
+    "Stacked", "default_registry", "explain", "hookimpl", "map_fn", "pfor",
+    "register_batch_polymorphic", "register_converter", "vectorized_map", "vmap",
+]

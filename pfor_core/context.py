@@ -1,0 +1,141 @@
+"""The one object a converter receives: ``ctx``.
+
+Everything a converter needs (the op, its attrs, its inputs as layout values, the loop
+length, helpers, per-conversion scratch space) is an attribute or method here; new needs
+become new attributes, never new converter parameters.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import tensorflow as tf
+
+from pfor_core import emit as _emit
+from pfor_core.layout import Invariant, Layout, Stacked
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pfor_core.walk import Conversion
+
+
+class Declined:
+    """Returned (via ``ctx.decline``) when a converter does not handle these inputs."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self):
+        return f"Declined({self.reason!r})"
+
+
+class ConvertContext:
+    """The conversion of one body op, as seen by a converter."""
+
+    __slots__ = ("op", "inputs", "pattern", "_conversion")
+
+    def __init__(self, op: tf.Operation, inputs: Sequence[Layout], pattern: str,
+                 conversion: "Conversion"):
+        self.op = op
+        self.inputs = tuple(inputs)
+        self.pattern = pattern
+        self._conversion = conversion
+
+    # -- the op -------------------------------------------------------------------
+    @property
+    def op_type(self) -> str:
+        return self.op.type
+
+    def attr(self, name: str):
+        """An attr of the body op, as ``op.get_attr`` returns it."""
+        return self.op.get_attr(name)
+
+    def has_attr(self, name: str) -> bool:
+        return name in self.op.node_def.attr
+
+    @property
+    def output_shapes(self) -> list[tf.TensorShape]:
+        """Per-iteration static shapes of the op's outputs."""
+        return [t.shape for t in self.op.outputs]
+
+    @property
+    def output_dtypes(self) -> list[tf.DType]:
+        return [t.dtype for t in self.op.outputs]
+
+    # -- the loop -----------------------------------------------------------------
+    @property
+    def n(self) -> tf.Tensor:
+        """Number of iterations converted together (int32 scalar tensor)."""
+        return self._conversion.n
+
+    @property
+    def n_static(self) -> int | None:
+        return self._conversion.n_static
+
+    @property
+    def loop_start(self) -> tf.Tensor:
+        """Index of the first iteration in this chunk (int32 scalar)."""
+        return self._conversion.start
+
+    def is_loop_index(self, value: Layout) -> bool:
+        """Whether ``value`` is the loop index itself (row j holds start + j)."""
+        return value.is_stacked and value.tensor is self._conversion.indices
+
+    @property
+    def options(self):
+        """The user's options for this conversion (fallback, randomness, ...)."""
+        return self._conversion.options
+
+    @property
+    def scratch(self) -> dict:
+        """Per-conversion scratch space shared by all converters."""
+        return self._conversion.scratch
+
+    # -- helpers ------------------------------------------------------------------
+    def stacked(self, k: int) -> tf.Tensor:
+        """Input ``k`` as a stacked tensor ``[n, ...]``, broadcasting an invariant one."""
+        return self.stack(self.inputs[k])
+
+    def stack(self, value: Layout) -> tf.Tensor:
+        if value.is_stacked:
+            return value.tensor
+        return broadcast_invariant(value.tensor, self.n, self.n_static)
+
+    def emit(self, *inputs, op_type: str | None = None, attrs: dict | None = None,
+             dtypes: Sequence[tf.DType] | None = None) -> list[tf.Tensor]:
+        """Emit a copy of the body op on new input tensors; returns its outputs.
+
+        ``attrs`` overrides attrs of the original op (values as Python values or
+        ``AttrValue`` protos).
+        """
+        return _emit.copy_op(self.op, list(inputs), op_type=op_type, attrs=attrs, dtypes=dtypes)
+
+    def decline(self, reason: str) -> Declined:
+        """Return this to decline: ``return ctx.decline("stacked filter")``."""
+        return Declined(reason)
+
+    def convert_graph(self, graph, inputs: Sequence[Layout], outputs=None) -> list[Layout]:
+        """Convert a function body (e.g. a branch of a conditional) with the same loop.
+
+        ``inputs`` are layout values for ``graph.inputs`` in order; returns layout values
+        for ``outputs`` (default ``graph.outputs``).
+        """
+        return self._conversion.convert_subgraph(graph, inputs, outputs)
+
+    def stacked_value(self, tensor) -> Stacked:
+        return Stacked(tensor=tensor)
+
+    def invariant_value(self, tensor) -> Invariant:
+        return Invariant(tensor=tensor)
+
+
+def broadcast_invariant(tensor: tf.Tensor, n, n_static: int | None = None) -> tf.Tensor:
+    """Tile an invariant value to ``[n, ...]`` (only where a converter must)."""
+    tensor = tf.convert_to_tensor(tensor)
+    expanded = tf.expand_dims(tensor, 0)
+    if tensor.shape.is_fully_defined() and n_static is not None:
+        target = [n_static] + tensor.shape.as_list()
+    else:
+        target = tf.concat([tf.reshape(tf.cast(n, tf.int32), [1]), tf.shape(tensor)], 0)
+    return tf.broadcast_to(expanded, target)

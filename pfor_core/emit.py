@@ -1,0 +1,83 @@
+"""Re-emitting a body op, unchanged or with new inputs, into the current graph."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2
+from tensorflow.python.framework import ops
+
+# Attrs that describe the op's place in the body graph, not its computation.
+_SKIP_ATTRS = frozenset({"_class", "_output_shapes"})
+
+
+def _attr_value(value) -> attr_value_pb2.AttrValue:
+    if isinstance(value, attr_value_pb2.AttrValue):
+        return value
+    out = attr_value_pb2.AttrValue()
+    if isinstance(value, bool):
+        out.b = value
+    elif isinstance(value, int):
+        out.i = value
+    elif isinstance(value, float):
+        out.f = value
+    elif isinstance(value, (str, bytes)):
+        out.s = value.encode() if isinstance(value, str) else value
+    elif isinstance(value, tf.DType):
+        out.type = value.as_datatype_enum
+    elif isinstance(value, tf.TensorShape):
+        out.shape.CopyFrom(value.as_proto())
+    elif isinstance(value, (list, tuple)):
+        if all(isinstance(v, bool) for v in value) and value:
+            out.list.b.extend(value)
+        elif all(isinstance(v, int) for v in value):
+            out.list.i.extend(value)
+        elif all(isinstance(v, float) for v in value):
+            out.list.f.extend(value)
+        elif all(isinstance(v, tf.DType) for v in value):
+            out.list.type.extend(v.as_datatype_enum for v in value)
+        else:
+            raise TypeError(f"cannot express attr list {value!r}")
+    else:
+        raise TypeError(f"cannot express attr value {value!r}")
+    return out
+
+
+def copy_functions(op: tf.Operation, graph) -> None:
+    """Make the functions an op's attrs name available in ``graph``."""
+    source = op.graph
+    for attr in op.node_def.attr.values():
+        names = []
+        if attr.HasField("func"):
+            names.append(attr.func.name)
+        elif attr.HasField("list"):
+            names.extend(f.name for f in attr.list.func)
+        for name in names:
+            if graph._is_function(name):  # pylint: disable=protected-access
+                continue
+            fn = source._get_function(name)  # pylint: disable=protected-access
+            if fn is not None:
+                graph._add_function_recursive(fn)  # pylint: disable=protected-access
+
+
+def recreate(op: tf.Operation, inputs: Sequence[tf.Tensor], *, op_type: str | None = None,
+             attrs: dict | None = None, dtypes: Sequence[tf.DType] | None = None,
+             name: str | None = None) -> tf.Operation:
+    """Create ``op`` again in the default graph on ``inputs``; returns the new op."""
+    graph = ops.get_default_graph()
+    node_attrs = {k: v for k, v in op.node_def.attr.items() if k not in _SKIP_ATTRS}
+    if attrs:
+        for key, value in attrs.items():
+            node_attrs[key] = _attr_value(value)
+    copy_functions(op, graph)
+    inputs = [t if isinstance(t, tf.Tensor) else ops.convert_to_tensor(t) for t in inputs]
+    return graph._create_op_internal(  # pylint: disable=protected-access
+        op_type or op.type, inputs,
+        dtypes=list(dtypes) if dtypes is not None else [t.dtype for t in op.outputs],
+        name=name or op.name.rsplit("/", 1)[-1], attrs=node_attrs)
+
+
+def copy_op(op: tf.Operation, inputs: Sequence[tf.Tensor], **kwargs) -> list[tf.Tensor]:
+    """Like ``recreate`` but returns the new op's outputs."""
+    return list(recreate(op, inputs, **kwargs).outputs)

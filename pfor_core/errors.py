@@ -1,0 +1,16 @@
+"""The errors and warnings users see."""
+
+
+class ConversionError(ValueError):
+    """An op of the loop body could not be vectorized and fallback was refused.
+
+    The message names the op (type and name), the layouts of its inputs, the user's
+    source line that created it where TensorFlow recorded one, and what to do.
+    """
+
+
+class FallbackWarning(UserWarning):
+    """An op ran in a sequential loop over the iterations instead of vectorized."""
+
+
+FALLBACK_PREFIX = "pfor fallback:"  # stable text; tests assert it is absent

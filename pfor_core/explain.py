@@ -1,0 +1,56 @@
+"""``pf.explain``: what the conversion did with every op of the body."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+from tensorflow.python.framework import func_graph
+
+from pfor_core import api, checks
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    rows: tuple  # walk.OpRecord, in conversion order
+
+    @property
+    def fallbacks(self) -> list:
+        """Records of the ops that ran in the sequential fallback loop."""
+        return [r for r in self.rows if r.how == "fallback"]
+
+    @property
+    def converted(self) -> list:
+        return [r for r in self.rows if r.how == "converter"]
+
+    def __str__(self) -> str:
+        header = ("op type", "name", "how", "by", "stacked")
+        lines = [header]
+        for r in self.rows:
+            by = f"{r.converter} [{r.pack} {r.version}]".strip() if r.converter else (
+                r.reason or "")
+            lines.append((r.op_type, r.name, r.how, by, "yes" if r.stacked else "no"))
+        widths = [max(len(str(row[k])) for row in lines) for k in range(len(header))]
+        out = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in lines]
+        out.insert(1, "  ".join("-" * w for w in widths))
+        out.append(f"{len(self.rows)} ops, {len(self.fallbacks)} fallbacks")
+        return "\n".join(out)
+
+    __repr__ = __str__
+
+
+def explain(loop_fn, iters, *, parallel_iterations=None, randomness="different") -> Report:
+    """Convert ``loop_fn`` (without running it) and report how each op was handled."""
+    options = checks.options(fallback="loop", randomness=randomness,
+                             parallel_iterations=parallel_iterations)
+    checks.loop_fn(loop_fn)
+    records: list = []
+    if tf.executing_eagerly():
+        n = checks.iters(iters, eager=True)
+        tf.function(lambda: api.build(loop_fn, n, options, records),
+                    autograph=False).get_concrete_function()
+    else:
+        # A throwaway graph: the converted ops (side effects included) never run.
+        with func_graph.FuncGraph("pfor_explain").as_default():
+            api.build(loop_fn, iters, options, records)
+    return Report(rows=tuple(records))

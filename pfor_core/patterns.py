@@ -1,0 +1,56 @@
+"""Pattern builders: converters for whole families of ops, one line per family.
+
+- ``elementwise``: unary ops that act on each element alone; the stacked input is
+  passed through the same op.
+- ``broadcasting``: n-ary ops with numpy broadcasting; stacked inputs get size-1 axes
+  after the stacked axis so every input lines up from the right.
+- ``batch_polymorphic(batched_inputs)``: ops whose kernels already accept leading batch
+  dimensions (most of tf.linalg); the stacked axis is one more batch dimension.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from pfor_core import shapes
+from pfor_core.layout import Stacked
+
+
+def elementwise(ctx):
+    """Unary elementwise op: apply to the stacked tensor as it is."""
+    if ctx.pattern != "S":
+        return ctx.decline(f"elementwise converter expects one stacked input, got {ctx.pattern}")
+    return [Stacked(tensor=t) for t in ctx.emit(ctx.inputs[0].tensor)]
+
+
+def broadcasting(ctx):
+    """N-ary elementwise op with broadcasting between inputs."""
+    ranks = [v.shape.rank for v in ctx.inputs]
+    if any(r is None for r in ranks):
+        return ctx.decline("an input's rank is unknown")
+    rank = max(ranks)
+    tensors = [shapes.insert_axes(v.tensor, rank) if v.is_stacked else v.tensor
+               for v in ctx.inputs]
+    return [Stacked(tensor=t) for t in ctx.emit(*tensors)]
+
+
+def batch_polymorphic(batched_inputs: Iterable[int] | None = None):
+    """Converter for ops whose kernels take extra leading batch dimensions.
+
+    ``batched_inputs`` lists the inputs with batch dimensions (default: all); the
+    others (e.g. a band width) must be invariant. Invariant batched inputs are tiled
+    when another is stacked, because not every such kernel broadcasts batch dims.
+    """
+    batched = None if batched_inputs is None else frozenset(batched_inputs)
+
+    def convert_batch_polymorphic(ctx):
+        picked = range(len(ctx.inputs)) if batched is None else batched
+        for k, v in enumerate(ctx.inputs):
+            if v.is_stacked and k not in picked:
+                return ctx.decline(f"input {k} is stacked but is not a batched input")
+        tensors = [ctx.stacked(k) if k in picked else v.tensor
+                   for k, v in enumerate(ctx.inputs)]
+        return [Stacked(tensor=t) for t in ctx.emit(*tensors)]
+
+    convert_batch_polymorphic.batched_inputs = batched
+    return convert_batch_polymorphic

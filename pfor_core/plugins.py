@@ -1,0 +1,147 @@
+"""Discovering converter packs through the ``pfor.converters`` entry points.
+
+Each entry point is loaded inside a guard, its API version checked, then its
+``pfor_register_converters`` hook is called with a registrar bound to the pack. Any
+failure is recorded on the pack's ``PackInfo``, warned about by name, and the pack's
+converters are left out; nothing breaks for the other packs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import os
+import re
+import warnings
+
+import pluggy
+
+from pfor_core import hookspecs
+from pfor_core.registry import PackRegistrar, Registry
+
+ENTRY_POINT_GROUP = "pfor.converters"
+CONVERTER_API_VERSION = 1
+
+
+@dataclasses.dataclass(kw_only=True)
+class PackInfo:
+    name: str  # distribution name
+    version: str
+    entry_point: str
+    status: str  # "loaded", "refused", "failed", "disabled"
+    api_version: int | None = None
+    reason: str = ""
+    converters: int = 0
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _allowed() -> set[str] | None:
+    """Distribution names allowed to load, or None for all."""
+    if os.environ.get("PFOR_DISABLE_PLUGIN_AUTOLOAD", "").strip() not in ("", "0"):
+        names = os.environ.get("PFOR_PLUGINS", "")
+        return {normalize(n) for n in names.split(",") if n.strip()}
+    return None
+
+
+def _entry_points():
+    eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    return sorted(eps, key=lambda ep: (ep.dist.name if ep.dist else "", ep.name))
+
+
+def load_packs(registry: Registry) -> list[PackInfo]:
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    allowed = _allowed()
+    infos = []
+    for ep in _entry_points():
+        dist = ep.dist.name if ep.dist else ep.name
+        version = ep.dist.version if ep.dist else ""
+        info = PackInfo(name=dist, version=version, entry_point=f"{ep.name} = {ep.value}",
+                        status="loaded")
+        infos.append(info)
+        if allowed is not None and normalize(dist) not in allowed:
+            info.status, info.reason = "disabled", "PFOR_DISABLE_PLUGIN_AUTOLOAD is set"
+            continue
+        load_one(manager, registry, ep.load, info)
+    return infos
+
+
+def load_one(manager, registry: Registry, load, info: PackInfo) -> None:
+    """Load one pack (``load()`` returns its hook module), recording what happened."""
+    try:
+        module = load()
+    except Exception as err:  # pylint: disable=broad-except
+        _fail(info, "failed", f"import failed: {type(err).__name__}: {err}")
+        return
+    version_hook = getattr(module, "pfor_converter_api_version", None)
+    try:
+        api = version_hook() if callable(version_hook) else None
+    except Exception as err:  # pylint: disable=broad-except
+        _fail(info, "failed", f"pfor_converter_api_version raised {type(err).__name__}: {err}")
+        return
+    info.api_version = api
+    if api != CONVERTER_API_VERSION:
+        declared = "declares no converter-API version" if api is None else (
+            f"was written for converter API {api}")
+        _fail(info, "refused",
+              f"{declared}; this pfor-core speaks version {CONVERTER_API_VERSION}. "
+              f"Upgrade {info.name} or pfor-core so they match.")
+        return
+    try:
+        manager.register(module, name=info.name)
+        registrar = PackRegistrar(registry, info.name, info.version)
+        for impl in manager.hook.pfor_register_converters.get_hookimpls():
+            if impl.plugin_name == info.name:
+                impl.function(registry=registrar)
+        info.converters = registrar.count
+    except Exception as err:  # pylint: disable=broad-except
+        registry.remove_pack(info.name)
+        _fail(info, "failed", f"pfor_register_converters raised {type(err).__name__}: {err}")
+
+
+def _fail(info: PackInfo, status: str, reason: str) -> None:
+    info.status, info.reason = status, reason
+    warnings.warn(f"pfor: converter pack {info.name} {info.version} was not loaded: {reason}",
+                  RuntimeWarning, stacklevel=4)
+
+
+_DEFAULT: list[Registry] = []  # the process-wide registry, created on first use
+
+
+def default_registry() -> Registry:
+    """The registry every ``pfor`` call uses; packs are loaded on first use."""
+    if not _DEFAULT:
+        registry = Registry()
+        registry.packs = load_packs(registry)
+        _DEFAULT.append(registry)
+    return _DEFAULT[0]
+
+
+def reload_packs() -> Registry:
+    """Forget the registry (and in-process registrations) and load packs again."""
+    _DEFAULT.clear()
+    return default_registry()
+
+
+def register_converter(op_type, *, inputs: str | None = None, priority: int = 0):
+    """Decorator: register ``fn(ctx)`` in-process as a converter for ``op_type``.
+
+    ``op_type`` is a TensorFlow op-type string (or a list of them); ``inputs`` an
+    invariance pattern such as ``"SU"``. Among converters of equal priority and
+    specificity the latest registration is tried first.
+    """
+    def decorate(fn):
+        default_registry().add(op_type, fn, inputs=inputs, priority=priority)
+        return fn
+
+    return decorate
+
+
+def register_batch_polymorphic(op_type, *, batched_inputs=None, priority: int = 0):
+    """Declare in-process that ``op_type``'s kernel accepts leading batch dimensions."""
+    from pfor_core.patterns import batch_polymorphic
+
+    default_registry().add(op_type, batch_polymorphic(batched_inputs), priority=priority)

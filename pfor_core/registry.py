@@ -1,0 +1,170 @@
+"""The converter registry: op type -> converters, with provenance and priority.
+
+Packs add converters through their ``pfor_register_converters`` hook (given a
+``PackRegistrar`` bound to the pack), users through ``@pf.register_converter``. Each
+entry records the invariance pattern it handles (``"SU"``: input 0 stacked, input 1
+invariant; ``*`` either; a trailing ``...`` repeats the previous letter), so coverage
+can be listed without running anything. Dispatch looks candidates up once per
+(op type, pattern) and caches the answer on the registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from typing import Callable, Iterable
+
+IN_PROCESS = "<in-process>"
+
+_PATTERN_RE = re.compile(r"^[SU*]*(\.\.\.)?$")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConverterEntry:
+    """One registered converter."""
+
+    op_type: str
+    fn: Callable
+    inputs: str | None  # invariance pattern, None for any
+    priority: int
+    pack: str
+    version: str
+    seq: int  # registration order; later wins among equals
+
+    @property
+    def specificity(self) -> int:
+        return 0 if self.inputs is None else sum(c in "SU" for c in self.inputs)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.fn, "__qualname__", repr(self.fn))
+
+    def matches(self, pattern: str) -> bool:
+        return pattern_matches(self.inputs, pattern)
+
+
+def pattern_matches(spec: str | None, pattern: str) -> bool:
+    """Whether an entry's pattern spec accepts the actual input pattern."""
+    if spec is None:
+        return True
+    if spec.endswith("..."):
+        head = spec[:-3]
+        if not head:
+            return True
+        if len(pattern) < len(head) - 1:
+            return False
+        spec = head[:-1] + head[-1] * (len(pattern) - len(head) + 1)
+    if len(spec) != len(pattern):
+        return False
+    return all(s == "*" or s == p for s, p in zip(spec, pattern))
+
+
+def check_pattern(inputs: str | None) -> None:
+    if inputs is not None and (not isinstance(inputs, str) or not _PATTERN_RE.match(inputs)):
+        raise ValueError(
+            f"inputs={inputs!r} is not an invariance pattern: use letters S (stacked), "
+            "U (invariant) or * (either), one per input, optionally ending in '...' "
+            "to repeat the last letter, e.g. inputs='SU' or inputs='S...'.")
+
+
+class Registry:
+    """All converters known to this process."""
+
+    def __init__(self):
+        self._entries: dict[str, list[ConverterEntry]] = {}
+        self._seq = itertools.count()
+        self._cache: dict[tuple[str, str], tuple[ConverterEntry, ...]] = {}
+        self.packs: list = []  # PackInfo records, filled by plugins.load_packs
+
+    def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
+            priority: int = 0, pack: str = IN_PROCESS, version: str = "") -> None:
+        if not callable(fn):
+            raise TypeError(f"converter must be callable, got {type(fn).__name__}")
+        check_pattern(inputs)
+        if not isinstance(priority, int):
+            raise TypeError(f"priority must be an int, got {type(priority).__name__}")
+        if isinstance(op_types, str):
+            op_types = [op_types]
+        for op_type in op_types:
+            if not isinstance(op_type, str) or not op_type:
+                raise TypeError(f"op_type must be a TensorFlow op-type string, got {op_type!r}")
+            entry = ConverterEntry(op_type=op_type, fn=fn, inputs=inputs, priority=priority,
+                                   pack=pack, version=version, seq=next(self._seq))
+            self._entries.setdefault(op_type, []).append(entry)
+        self._cache.clear()
+
+    def remove_pack(self, pack: str) -> None:
+        for op_type in list(self._entries):
+            kept = [e for e in self._entries[op_type] if e.pack != pack]
+            if kept:
+                self._entries[op_type] = kept
+            else:
+                del self._entries[op_type]
+        self._cache.clear()
+
+    def remove(self, op_type: str, fn: Callable) -> None:
+        """Remove an in-process registration (tests use this to clean up)."""
+        kept = [e for e in self._entries.get(op_type, []) if e.fn is not fn]
+        if kept:
+            self._entries[op_type] = kept
+        else:
+            self._entries.pop(op_type, None)
+        self._cache.clear()
+
+    def candidates(self, op_type: str, pattern: str) -> tuple[ConverterEntry, ...]:
+        """Converters to try for this op type and input pattern, best first."""
+        key = (op_type, pattern)
+        found = self._cache.get(key)
+        if found is None:
+            found = tuple(sorted(
+                (e for e in self._entries.get(op_type, ()) if e.matches(pattern)),
+                key=lambda e: (-e.priority, -e.specificity, -e.seq)))
+            self._cache[key] = found
+        return found
+
+    def op_types(self) -> list[str]:
+        return sorted(self._entries)
+
+    def entries(self, op_type: str | None = None) -> list[ConverterEntry]:
+        """Entries for one op type (or all), best first."""
+        types = [op_type] if op_type is not None else self.op_types()
+        out = []
+        for t in types:
+            out.extend(sorted(self._entries.get(t, ()),
+                              key=lambda e: (-e.priority, -e.specificity, -e.seq)))
+        return out
+
+    def winner(self, op_type: str) -> ConverterEntry | None:
+        """The entry tried first for an op type (for listings)."""
+        entries = self.entries(op_type)
+        return entries[0] if entries else None
+
+
+class PackRegistrar:
+    """What a pack's ``pfor_register_converters`` hook receives.
+
+    Every converter added through it is recorded under the pack's name and version.
+    """
+
+    def __init__(self, registry: Registry, pack: str, version: str):
+        self._registry = registry
+        self.pack = pack
+        self.version = version
+        self.count = 0
+
+    def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
+            priority: int = 0) -> None:
+        """Register ``fn(ctx)`` for each op type in ``op_types``."""
+        op_types = [op_types] if isinstance(op_types, str) else list(op_types)
+        self._registry.add(op_types, fn, inputs=inputs, priority=priority,
+                           pack=self.pack, version=self.version)
+        self.count += len(op_types)
+
+    def batch_polymorphic(self, op_types: str | Iterable[str], *,
+                          batched_inputs: Iterable[int] | None = None,
+                          priority: int = 0) -> None:
+        """Mark ops whose kernels accept extra leading batch dimensions."""
+        from pfor_core.patterns import batch_polymorphic
+
+        self.add(op_types, batch_polymorphic(batched_inputs), priority=priority)

@@ -1,0 +1,71 @@
+"""Shape helpers converters share: static where known, dynamic where not.
+
+They emit as few ops as static shape information allows (a converted body should cost
+about as many graph ops as the body itself), and never use -1 in a reshape, which is
+ambiguous when n is 0.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def dims(tensor: tf.Tensor) -> list:
+    """Each dimension as a Python int where static, else a scalar int32 tensor."""
+    static = tensor.shape.as_list() if tensor.shape.rank is not None else None
+    if static is None:
+        raise ValueError("rank must be known statically")
+    if all(d is not None for d in static):
+        return static
+    dynamic = tf.shape(tensor, out_type=tf.int32)
+    return [d if d is not None else dynamic[k] for k, d in enumerate(static)]
+
+
+def shape_tensor(parts: list) -> tf.Tensor | list:
+    """A shape from a list of ints and scalar tensors (a plain list when all static)."""
+    if all(isinstance(p, int) for p in parts):
+        return parts
+    return tf.stack([tf.cast(p, tf.int32) if isinstance(p, tf.Tensor) else p for p in parts])
+
+
+def product(parts: list):
+    out = 1
+    for p in parts:
+        out = out * p
+    return out
+
+
+def reshape(tensor: tf.Tensor, parts: list) -> tf.Tensor:
+    return tf.reshape(tensor, shape_tensor(parts))
+
+
+def merge_leading(tensor: tf.Tensor, count: int = 2) -> tf.Tensor:
+    """Fold the first ``count`` dimensions into one: [n, b, ...] -> [n*b, ...]."""
+    d = dims(tensor)
+    return reshape(tensor, [product(d[:count])] + d[count:])
+
+
+def split_leading(tensor: tf.Tensor, n) -> tf.Tensor:
+    """Undo ``merge_leading``: [n*b, ...] -> [n, b, ...]."""
+    d = dims(tensor)
+    if isinstance(n, int) and isinstance(d[0], int) and n:
+        first = [n, d[0] // n]
+    else:
+        first = [n, tf.math.floordiv(d[0], tf.maximum(tf.cast(n, tf.int32), 1))]
+    return reshape(tensor, first + d[1:])
+
+
+def insert_axes(stacked: tf.Tensor, rank: int) -> tf.Tensor:
+    """Give a stacked value per-iteration rank ``rank`` by adding size-1 axes after the
+    stacked axis, so that it broadcasts against others of that rank."""
+    have = stacked.shape.rank - 1
+    if have >= rank:
+        return stacked
+    d = dims(stacked)
+    return reshape(stacked, d[:1] + [1] * (rank - have) + d[1:])
+
+
+def normalize_axis(axis: int, rank: int, arg: str = "axis") -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"{arg}={axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0

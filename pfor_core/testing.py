@@ -1,0 +1,135 @@
+"""The equivalence checker: pfor against the same loop run sequentially.
+
+Pack authors and the project's own tests use it::
+
+    from pfor_core import testing
+
+    testing.assert_matches_loop(lambda i: tf.exp(tf.gather(x, i)), 4)
+    testing.check_op(tf.matmul, [a, b], stacked=[True, False], n=3)
+
+``check_op`` builds the loop body from an op and its arguments: a stacked argument
+carries one row per iteration (row ``i`` is fed to iteration ``i``), an invariant one is
+shared. ``invariance_combinations`` enumerates every stacked/invariant mix. Both run
+with ``fallback="error"`` by default, so a passing check means no fallback happened.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+from pfor_core import api
+
+# Tolerances by dtype: (rtol, atol).
+TOLERANCES = {
+    tf.float16: (1e-2, 1e-2), tf.bfloat16: (2e-2, 2e-2),
+    tf.float32: (1e-4, 1e-5), tf.float64: (1e-9, 1e-12),
+    tf.complex64: (1e-4, 1e-5), tf.complex128: (1e-9, 1e-12),
+}
+
+
+def tolerance(dtype) -> tuple[float, float]:
+    return TOLERANCES.get(tf.as_dtype(dtype), (0.0, 0.0))
+
+
+def sequential(loop_fn, iters: int):
+    """The reference: ``loop_fn(i)`` run eagerly for each i, stacked."""
+    rows = [loop_fn(tf.constant(i, tf.int32)) for i in range(iters)]
+    if not rows:
+        return None
+    return tf.nest.map_structure(lambda *xs: tf.stack([tf.convert_to_tensor(x) for x in xs]),
+                                 *rows)
+
+
+def assert_allclose(actual, expected, *, rtol=None, atol=None, what="output"):
+    actual = tf.convert_to_tensor(actual)
+    expected = tf.convert_to_tensor(expected)
+    if actual.dtype != expected.dtype:
+        raise AssertionError(f"{what}: dtype {actual.dtype.name} != {expected.dtype.name}")
+    if actual.shape != expected.shape:
+        raise AssertionError(f"{what}: shape {actual.shape} != {expected.shape}")
+    default_rtol, default_atol = tolerance(actual.dtype)
+    a, e = actual.numpy(), expected.numpy()
+    if actual.dtype.is_floating or actual.dtype.is_complex:
+        np.testing.assert_allclose(a, e, rtol=default_rtol if rtol is None else rtol,
+                                   atol=default_atol if atol is None else atol,
+                                   equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(a, e, err_msg=what)
+
+
+def assert_matches_loop(loop_fn, iters: int, *, fallback: str = "error", rtol=None, atol=None,
+                        graph: bool = False, **pfor_kwargs):
+    """Assert ``pf.pfor(loop_fn, iters)`` equals the sequential loop.
+
+    With ``fallback="error"`` (the default) a conversion that would need the fallback
+    raises, so passing also means nothing fell back. ``graph=True`` also checks the
+    result inside a ``tf.function`` with ``iters`` known only at run time.
+    Returns the pfor result.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", category=_fallback_warning())
+        got = api.pfor(loop_fn, iters, fallback=fallback, **pfor_kwargs)
+        if graph:
+            fn = tf.function(lambda n: api.pfor(loop_fn, n, fallback=fallback, **pfor_kwargs),
+                             autograph=False)
+            got_graph = fn(tf.constant(iters))
+    expected = sequential(loop_fn, iters)
+    if expected is None:
+        for leaf in tf.nest.flatten(got):
+            assert leaf.shape[0] == 0, f"iters=0 gave leading dimension {leaf.shape[0]}"
+        return got
+    tf.nest.assert_same_structure(got, expected)
+    for k, (a, e) in enumerate(zip(tf.nest.flatten(got), tf.nest.flatten(expected))):
+        assert_allclose(a, e, rtol=rtol, atol=atol, what=f"output {k}")
+    if graph:
+        for k, (a, e) in enumerate(zip(tf.nest.flatten(got_graph), tf.nest.flatten(expected))):
+            assert_allclose(a, e, rtol=rtol, atol=atol, what=f"output {k} (tf.function)")
+    return got
+
+
+def _fallback_warning():
+    from pfor_core.errors import FallbackWarning
+
+    return FallbackWarning
+
+
+def loop_fn_for(op_fn, args, stacked, **kwargs):
+    """A loop body that calls ``op_fn`` on row ``i`` of stacked args and on invariant
+    args as they are."""
+    tensors = [tf.convert_to_tensor(a) if s else a for a, s in zip(args, stacked)]
+
+    def loop_fn(i):
+        row = [tf.gather(a, i) if s else a for a, s in zip(tensors, stacked)]
+        return op_fn(*row, **kwargs)
+
+    return loop_fn
+
+
+def check_op(op_fn, args, *, stacked, n: int, rtol=None, atol=None, **kwargs):
+    """Check ``op_fn(*args)`` under pfor for one invariance combination.
+
+    ``stacked[k]`` says whether ``args[k]`` has a leading dimension of size ``n`` to be
+    sliced per iteration. Non-tensor args (ints, lists) must be marked False.
+    """
+    if len(stacked) != len(args):
+        raise ValueError(f"stacked has {len(stacked)} entries for {len(args)} args")
+    return assert_matches_loop(loop_fn_for(op_fn, args, stacked, **kwargs), n,
+                               rtol=rtol, atol=atol)
+
+
+def invariance_combinations(count: int, *, require_stacked: bool = True):
+    """Every stacked/invariant mix of ``count`` inputs (as tuples of bools)."""
+    combos = itertools.product((True, False), repeat=count)
+    return [c for c in combos if any(c) or not require_stacked]
+
+
+def check_op_all_combinations(op_fn, make_arg, shapes, *, n: int, **kwargs):
+    """``check_op`` for every invariance combination; ``make_arg(shape)`` makes one input
+    value (called with ``[n] + shape`` for stacked inputs)."""
+    for combo in invariance_combinations(len(shapes)):
+        args = [make_arg([n] + list(s) if st else list(s)) for s, st in zip(shapes, combo)]
+        check_op(op_fn, args, stacked=combo, n=n, **kwargs)

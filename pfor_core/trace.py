@@ -1,0 +1,84 @@
+"""Tracing ``loop_fn`` into an isolated body graph.
+
+The body is traced into its own ``FuncGraph`` whose outer graph is the caller's, with a
+scalar int32 placeholder for the loop index. Tensors of the caller that the body uses
+become captures: the loop-invariant inputs. Nothing of the unconverted body is left in
+the caller's graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import tensorflow as tf
+from tensorflow.python.framework import func_graph as func_graph_module
+
+_names = itertools.count()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TracedBody:
+    graph: func_graph_module.FuncGraph
+    index: tf.Tensor  # the loop-index placeholder in ``graph``
+    outputs: list  # flat body tensors, one per output leaf
+    structure: object  # the nested structure loop_fn returned (leaves are tensors)
+    captures: list  # (caller tensor, body placeholder) pairs
+
+
+def unwrap_callable(loop_fn):
+    """A ``tf.function`` loop body is traced as its Python function (inlined)."""
+    python_fn = getattr(loop_fn, "python_function", None)
+    return python_fn if callable(python_fn) else loop_fn
+
+
+def _to_tensor(leaf, path):
+    if isinstance(leaf, tf.Tensor):
+        return leaf
+    if isinstance(leaf, tf.Variable):
+        return leaf.read_value()
+    if isinstance(leaf, (tf.SparseTensor, tf.RaggedTensor)):
+        raise TypeError(
+            f"loop_fn returned a {type(leaf).__name__} at {path}: pfor supports dense "
+            "tensors only; convert it with .to_tensor() inside loop_fn.")
+    if leaf is None or isinstance(leaf, (str, bytes)) or callable(leaf):
+        raise TypeError(
+            f"loop_fn returned {type(leaf).__name__} at {path}; loop_fn must return a "
+            "tensor or a nested structure (tuple, list, dict) of tensors.")
+    try:
+        return tf.convert_to_tensor(leaf)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"loop_fn returned {type(leaf).__name__} at {path}, which is not a tensor; "
+            "loop_fn must return a tensor or a nested structure of tensors.") from err
+
+
+def trace_body(loop_fn, *, name: str = "pfor_body") -> TracedBody:
+    """Trace ``loop_fn(i)`` into a new body graph under the current default graph."""
+    python_fn = unwrap_callable(loop_fn)
+    holder = {}
+
+    def body(i):
+        result = python_fn(i)
+        paths = [p for p, _ in _paths(result)]
+        leaves = tf.nest.flatten(result)
+        leaves = [_to_tensor(leaf, path) for leaf, path in zip(leaves, paths)]
+        holder["structure"] = tf.nest.pack_sequence_as(result, leaves)
+        return leaves
+
+    graph = func_graph_module.FuncGraph(f"{name}_{next(_names)}")
+    func_graph_module.func_graph_from_py_func(
+        graph.name, body, args=(), kwargs={},
+        signature=[tf.TensorSpec([], tf.int32, name="loop_index")],
+        func_graph=graph, add_control_dependencies=True)
+    structure = holder["structure"]
+    return TracedBody(graph=graph, index=graph.inputs[0], outputs=list(graph.outputs),
+                      structure=structure, captures=list(graph.captures))
+
+
+def _paths(structure):
+    """(path string, leaf) pairs in ``tf.nest.flatten`` order."""
+    from tensorflow.python.util import nest
+
+    flat = nest.flatten_with_joined_string_paths(structure)
+    return [("output" + ("/" + p if p else ""), leaf) for p, leaf in flat]

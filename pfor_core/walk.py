@@ -1,0 +1,233 @@
+"""The walk: convert a body graph op by op, in topological order.
+
+Each body tensor is mapped to a layout value. Per op, in small steps: gather the input
+layouts; re-emit an op unchanged when its inputs are all invariant and it is stateless;
+otherwise dispatch to the registered converters (best first) and, when none takes it,
+to the fallback loop. Control dependencies of the body are kept: an op whose body
+counterpart had control inputs is created after their conversions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Sequence
+
+import tensorflow as tf
+from tensorflow.python.framework import ops
+
+from pfor_core import emit, fallback, messages
+from pfor_core.context import ConvertContext, Declined
+from pfor_core.errors import ConversionError
+from pfor_core.layout import Invariant, Layout, Stacked, pattern_of
+
+# Ops the walk itself handles: identity-like plumbing.
+_PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "PreventGradient",
+                           "Snapshot"})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Options:
+    fallback: str = "warn"
+    randomness: str = "different"
+    parallel_iterations: int | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class OpRecord:
+    """What happened to one body op (``explain`` shows these)."""
+
+    op_type: str
+    name: str
+    how: str  # "invariant", "converter", "pass-through", "fallback", "input"
+    converter: str = ""
+    pack: str = ""
+    version: str = ""
+    stacked: bool = False
+    reason: str = ""
+
+
+class Conversion:
+    """One conversion of a body graph for a chunk of iterations.
+
+    ``indices`` holds the iteration numbers of this chunk (``start + range(n)``).
+    """
+
+    def __init__(self, *, registry, options: Options, indices: tf.Tensor, start, n,
+                 n_static: int | None, records: list | None = None):
+        self.registry = registry
+        self.options = options
+        self.indices = indices
+        self.start = start
+        self.n = n
+        self.n_static = n_static
+        self.scratch: dict = {}
+        self.records = records if records is not None else []
+        self.side_effects: list[tf.Operation] = []  # outer ops of converted stateful ops
+        self._warned: set[str] = set()
+
+    # -- entry points -------------------------------------------------------------
+    def convert_body(self, body) -> list[Layout]:
+        inputs = {id(body.index): Stacked(tensor=self.indices)}
+        for external, internal in body.captures:
+            inputs[id(internal)] = Invariant(tensor=external)
+        return self._convert(body.graph, inputs, body.outputs,
+                             list(body.graph.control_outputs))
+
+    def convert_subgraph(self, graph, input_layouts: Sequence[Layout], outputs=None):
+        if len(input_layouts) != len(graph.inputs):
+            raise ValueError(f"convert_graph: {len(graph.inputs)} inputs expected, "
+                             f"got {len(input_layouts)}")
+        inputs = {id(t): v for t, v in zip(graph.inputs, input_layouts)}
+        outputs = list(graph.outputs if outputs is None else outputs)
+        return self._convert(graph, inputs, outputs, list(getattr(graph, "control_outputs", [])))
+
+    # -- the walk -----------------------------------------------------------------
+    def _convert(self, graph, inputs: dict, outputs: list, must_run: list) -> list[Layout]:
+        values: dict[int, list[Layout]] = {}
+        done: dict[int, list[tf.Operation]] = {}  # outer ops that complete a body op
+        order, controlled = _ops_to_convert(graph, outputs, must_run)
+        for op in order:
+            if op.type == "Placeholder" and id(op.outputs[0]) in inputs:
+                values[id(op)] = [inputs[id(op.outputs[0])]]
+                continue
+            layouts = [values[id(t.op)][t.value_index] for t in op.inputs]
+            deps = [o for c in op.control_inputs for o in done.get(id(c), ())]
+            track = op._is_stateful or id(op) in controlled  # pylint: disable=protected-access
+            values[id(op)], created = self._convert_op(op, layouts, deps, track)
+            if track:
+                done[id(op)] = created
+                if op._is_stateful:  # pylint: disable=protected-access
+                    self.side_effects.extend(created)
+        return [values[id(t.op)][t.value_index] for t in outputs]
+
+    def _convert_op(self, op, layouts, deps, track):
+        graph = ops.get_default_graph()
+        if not deps and not track:
+            return self._dispatch(op, layouts), ()
+        controller = graph.control_dependencies(deps)
+        with controller:
+            result = self._dispatch(op, layouts)
+        created = [o for o in controller._seen_nodes  # pylint: disable=protected-access
+                   if isinstance(o, tf.Operation)]
+        created.extend(v.tensor.op for v in result if v.tensor.op.graph is graph)
+        return result, created
+
+    def _dispatch(self, op, layouts: list[Layout]) -> list[Layout]:
+        pattern = pattern_of(layouts)
+        stateful = op._is_stateful  # pylint: disable=protected-access
+        if "S" not in pattern and not stateful:
+            return self._reemit(op, layouts)
+        if op.type in _PASS_THROUGH:
+            return self._pass_through(op, layouts, pattern)
+        reasons = []
+        for entry in self.registry.candidates(op.type, pattern):
+            result = self._try(entry, op, layouts, pattern, reasons)
+            if result is not None:
+                self._record(op, "converter", entry=entry,
+                             stacked=any(v.is_stacked for v in result))
+                return result
+        return self._fall_back(op, layouts, pattern, reasons)
+
+    def _reemit(self, op, layouts):
+        with ops.name_scope(_scope(op)):
+            outs = emit.copy_op(op, [v.tensor for v in layouts])
+        self._record(op, "invariant")
+        return [Invariant(tensor=t) for t in outs]
+
+    def _pass_through(self, op, layouts, pattern):
+        """Identity-like ops keep their input layouts; re-emitted only to carry
+        control dependencies."""
+        self._record(op, "pass-through", stacked=("S" in pattern))
+        if not op.control_inputs:
+            return list(layouts[: len(op.outputs)])
+        with ops.name_scope(_scope(op)):
+            outs = emit.copy_op(op, [v.tensor for v in layouts])
+        return [type(v)(tensor=t) for v, t in zip(layouts, outs)]
+
+    def _try(self, entry, op, layouts, pattern, reasons):
+        ctx = ConvertContext(op, layouts, pattern, self)
+        try:
+            with ops.name_scope(_scope(op)):
+                result = entry.fn(ctx)
+        except ConversionError:
+            raise
+        except Exception as err:  # a converter fault is contained and reported
+            message = (f"pfor: converter {entry.name} from {entry.pack} raised "
+                       f"{type(err).__name__}: {err} while converting {op.type} "
+                       f"'{op.name}'; falling back for this op.")
+            if self.options.fallback == "error":
+                raise ConversionError(message) from err
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            reasons.append(f"{entry.name} raised {type(err).__name__}")
+            return None
+        if result is NotImplemented or isinstance(result, Declined):
+            reasons.append(f"{entry.name}: {getattr(result, 'reason', 'declined')}")
+            return None
+        return _check_result(entry, op, result)
+
+    def _fall_back(self, op, layouts, pattern, reasons):
+        mode = self.options.fallback
+        if mode == "error":
+            raise ConversionError(messages.conversion_error(op, layouts, reasons))
+        if mode == "warn" and op.type not in self._warned:
+            self._warned.add(op.type)
+            warnings.warn(messages.fallback_warning(op, layouts, reasons),
+                          messages.FallbackWarning, stacklevel=4)
+        self._record(op, "fallback", stacked=True, reason="; ".join(reasons))
+        return fallback.run_sequentially(op, layouts, self)
+
+    def _record(self, op, how, *, entry=None, stacked=False, reason=""):
+        rec = OpRecord(op_type=op.type, name=op.name, how=how, stacked=stacked, reason=reason)
+        if entry is not None:
+            rec.converter, rec.pack, rec.version = entry.name, entry.pack, entry.version
+        self.records.append(rec)
+
+
+def _scope(op) -> str:
+    return op.name
+
+
+def _check_result(entry, op, result) -> list[Layout]:
+    if isinstance(result, (Stacked, Invariant)):
+        result = [result]
+    result = list(result)
+    if len(result) != len(op.outputs) or not all(
+            isinstance(v, (Stacked, Invariant)) for v in result):
+        raise ConversionError(
+            f"converter {entry.name} from {entry.pack} returned {result!r} for {op.type} "
+            f"'{op.name}': expected {len(op.outputs)} layout values (pf.Stacked / "
+            "pf.Invariant), one per output.")
+    for v, t in zip(result, op.outputs):
+        got = v.tensor.shape.rank
+        want = t.shape.rank
+        if got is not None and want is not None and got != want + v.is_stacked:
+            raise ConversionError(
+                f"converter {entry.name} from {entry.pack} returned a "
+                f"{'stacked' if v.is_stacked else 'invariant'} value of rank {got} for "
+                f"output {t.value_index} of {op.type} '{op.name}', whose per-iteration "
+                f"rank is {want}.")
+    return result
+
+
+def _ops_to_convert(graph, outputs, must_run):
+    """Body ops needed by ``outputs`` or side effects, in topological order.
+
+    Also returns the ids of ops that are control inputs of needed ops.
+    """
+    needed: set[int] = set()
+    controlled: set[int] = set()
+    stack = [t.op for t in outputs] + list(must_run)
+    stack.extend(op for op in graph.get_operations()
+                 if op._is_stateful and op.type != "Placeholder")  # pylint: disable=protected-access
+    while stack:
+        op = stack.pop()
+        if id(op) in needed:
+            continue
+        needed.add(id(op))
+        stack.extend(t.op for t in op.inputs)
+        for c in op.control_inputs:
+            controlled.add(id(c))
+            stack.append(c)
+    order = [op for op in graph.get_operations() if id(op) in needed]
+    return order, controlled
