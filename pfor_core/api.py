@@ -26,6 +26,9 @@ def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
     if tf.executing_eagerly():
         n_static = checks.iters(iters, eager=True)
         run = tf.function(lambda: build(loop_fn, n_static, options), autograph=False)
+        # Each eager call converts anew by design (pf.vmap caches); TF's retracing
+        # warning would only be noise here.
+        run._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
         return checks.run_eagerly(run)
     return build(loop_fn, iters, options)
 
