@@ -13,3 +13,16 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.function_scoped_fixture])
 settings.load_profile(os.environ.get("PFOR_HYPOTHESIS_PROFILE", "pfor"))
+
+# pytest's importlib mode imports a test file's parent folders as packages; for
+# pfor_converters_math/tests (and the other packs' tests) that would shadow the installed
+# pack with its project folder, which has no __init__.py, so the pack would fail to load.
+# Importing the pack packages first keeps the real ones in sys.modules.
+import importlib  # noqa: E402
+
+for _pack in ("pfor_converters_math", "pfor_converters_nn", "pfor_converters_state",
+              "pfor_controlflow"):
+    try:
+        importlib.import_module(_pack)
+    except ImportError:
+        pass

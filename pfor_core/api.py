@@ -11,12 +11,14 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import checks
+from pfor_core.autograph import do_not_convert
 from pfor_core.context import broadcast_invariant
 from pfor_core.plugins import default_registry
 from pfor_core.trace import trace_body
 from pfor_core.walk import Conversion, Options
 
 
+@do_not_convert
 def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
          randomness="different"):
     """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized; see API.md."""
@@ -33,6 +35,7 @@ def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
     return build(loop_fn, iters, options)
 
 
+@do_not_convert
 def build(loop_fn, iters, options: Options, records: list | None = None):
     """Emit the converted loop into the current graph; returns the stacked outputs."""
     n_static = checks.iters(iters, eager=False)
@@ -105,6 +108,7 @@ def _convert_chunked(body, n, n_static, k, options, records):
     return outs
 
 
+@do_not_convert
 def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None):
     """Like ``tf.vectorized_map``: ``fn`` gets one row of every tensor in ``elems``."""
     checks.callable_arg(fn, "fn")
@@ -116,6 +120,7 @@ def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None):
     return pfor(loop_fn, n, fallback=fallback, parallel_iterations=parallel_iterations)
 
 
+@do_not_convert
 def map_fn(fn, elems, *, fn_output_signature=None, fallback="warn"):
     """A vectorized drop-in for the common uses of ``tf.map_fn``."""
     checks.callable_arg(fn, "fn")

@@ -118,6 +118,11 @@ def run_eagerly(fn):
         return fn()
     except tf.errors.InvalidArgumentError as err:
         text = str(err)
+        if "pfor: loop_fn returned values of different shapes" in text:
+            start = text.index("pfor: loop_fn returned")
+            end = text.find("(pad to a fixed size).", start)
+            end = len(text) if end < 0 else end + len("(pad to a fixed size).")
+            raise ValueError(text[start:end].replace("\\'", "'")) from err
         if "TensorArray" in text and "shape" in text:
             raise ValueError(
                 "loop_fn returned values of different shapes in different iterations; pfor "

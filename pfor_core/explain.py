@@ -8,6 +8,7 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph
 
 from pfor_core import api, checks
+from pfor_core.autograph import do_not_convert
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Report:
     __repr__ = __str__
 
 
+@do_not_convert
 def explain(loop_fn, iters, *, parallel_iterations=None, randomness="different") -> Report:
     """Convert ``loop_fn`` (without running it) and report how each op was handled."""
     options = checks.options(fallback="loop", randomness=randomness,

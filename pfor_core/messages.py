@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 
 from pfor_core.errors import FALLBACK_PREFIX, FallbackWarning  # noqa: F401  (re-export)
 
-_LIBRARY_DIRS = tuple(os.sep + d + os.sep for d in (
-    "tensorflow", "keras", "pfor_core", "pfor_converters_math", "pfor_converters_nn",
-    "pfor_converters_state", "pfor_controlflow", "site-packages", "dist-packages"))
+# Packages whose frames are not the user's code. Their folders are located (not
+# imported, not matched by name), so a file that only sits in a folder of the same name,
+# such as a pack's own tests/, still counts as the user's.
+_LIBRARY_PACKAGES = ("tensorflow", "keras", "pfor_core", "pfor_converters_math",
+                     "pfor_converters_nn", "pfor_converters_state", "pfor_controlflow")
+_INSTALL_DIRS = tuple(os.sep + d + os.sep for d in ("site-packages", "dist-packages"))
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = list(_INSTALL_DIRS)
+    for name in _LIBRARY_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for location in (spec.submodule_search_locations or ()) if spec else ():
+            dirs.append(os.path.join(os.path.abspath(location), ""))
+    return tuple(dirs)
+
+
+def is_library_file(filename: str, dirs: tuple[str, ...] | None = None) -> bool:
+    """Whether ``filename`` belongs to TensorFlow, Keras, pfor or an installed package."""
+    dirs = _library_dirs() if dirs is None else dirs
+    return any(d in filename for d in dirs)
 
 
 def source_line(op) -> str:
@@ -17,7 +40,8 @@ def source_line(op) -> str:
         frames = op.traceback
     except Exception:  # pylint: disable=broad-except
         return ""
-    user = [f for f in frames if not any(d in f.filename for d in _LIBRARY_DIRS)]
+    dirs = _library_dirs()
+    user = [f for f in frames if not is_library_file(f.filename, dirs)]
     if not user:
         return ""
     frame = user[-1]
@@ -55,3 +79,17 @@ def fallback_warning(op, layouts, reasons) -> str:
         f"over the iterations{why}; inputs [{describe_inputs(layouts)}]. Register a "
         f"converter with @pf.register_converter({op.type!r}) to vectorize it, or pass "
         "fallback='loop' to silence this warning.")
+
+
+def user_stacklevel() -> int:
+    """``stacklevel`` for ``warnings.warn`` that points at the user's code.
+
+    Call it directly from the function that calls ``warnings.warn``.
+    """
+    frame = sys._getframe(1)  # pylint: disable=protected-access
+    level = 1
+    dirs = _library_dirs()
+    while frame is not None and is_library_file(frame.f_code.co_filename, dirs):
+        frame = frame.f_back
+        level += 1
+    return level

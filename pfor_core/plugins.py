@@ -42,7 +42,7 @@ def _allowed() -> set[str] | None:
     """Distribution names allowed to load, or None for all."""
     if os.environ.get("PFOR_DISABLE_PLUGIN_AUTOLOAD", "").strip() not in ("", "0"):
         names = os.environ.get("PFOR_PLUGINS", "")
-        return {normalize(n) for n in names.split(",") if n.strip()}
+        return {normalize(n.strip()) for n in names.split(",") if n.strip()}
     return None
 
 
@@ -141,7 +141,13 @@ def register_converter(op_type, *, inputs: str | None = None, priority: int = 0)
 
 
 def register_batch_polymorphic(op_type, *, batched_inputs=None, priority: int = 0):
-    """Declare in-process that ``op_type``'s kernel accepts leading batch dimensions."""
+    """Declare in-process that ``op_type``'s kernel accepts leading batch dimensions.
+
+    Returns the converter it registered, so that it can be removed again with
+    ``pf.default_registry().remove(op_type, converter)``.
+    """
     from pfor_core.patterns import batch_polymorphic
 
-    default_registry().add(op_type, batch_polymorphic(batched_inputs), priority=priority)
+    converter = batch_polymorphic(batched_inputs)
+    default_registry().add(op_type, converter, priority=priority)
+    return converter

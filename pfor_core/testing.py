@@ -133,3 +133,32 @@ def check_op_all_combinations(op_fn, make_arg, shapes, *, n: int, **kwargs):
     for combo in invariance_combinations(len(shapes)):
         args = [make_arg([n] + list(s) if st else list(s)) for s, st in zip(shapes, combo)]
         check_op(op_fn, args, stacked=combo, n=n, **kwargs)
+
+
+def check_op_unknown_shapes(op_fn, args, *, stacked, n: int, known_rank: bool = True,
+                            rtol=None, atol=None, **kwargs):
+    """Like ``check_op``, but pfor runs inside a ``tf.function`` whose inputs have
+    unknown dimensions (and rank, with ``known_rank=False``) and unknown values, with
+    ``iters`` known only at run time: this exercises converters' dynamic paths."""
+    if len(stacked) != len(args):
+        raise ValueError(f"stacked has {len(stacked)} entries for {len(args)} args")
+    tensors = [tf.convert_to_tensor(a) for a in args]
+    specs = [tf.TensorSpec([None] * t.shape.rank if known_rank else None, t.dtype)
+             for t in tensors]
+
+    @tf.function(input_signature=specs + [tf.TensorSpec([], tf.int32)], autograph=False)
+    def run(*inputs):
+        *values, iters = inputs
+        return api.pfor(loop_fn_for(op_fn, values, stacked, **kwargs), iters,
+                        fallback="error")
+
+    got = run(*tensors, tf.constant(n, tf.int32))
+    expected = sequential(loop_fn_for(op_fn, tensors, stacked, **kwargs), n)
+    if expected is None:
+        for leaf in tf.nest.flatten(got):
+            assert leaf.shape[0] == 0, f"iters=0 gave leading dimension {leaf.shape[0]}"
+        return got
+    tf.nest.assert_same_structure(got, expected)
+    for k, (a, e) in enumerate(zip(tf.nest.flatten(got), tf.nest.flatten(expected))):
+        assert_allclose(a, e, rtol=rtol, atol=atol, what=f"output {k} (unknown shapes)")
+    return got

@@ -12,6 +12,7 @@ import functools
 import tensorflow as tf
 
 from pfor_core import api, checks
+from pfor_core.autograph import do_not_convert
 
 
 def _move_axis(tensor, source: int, dest: int):
@@ -57,11 +58,14 @@ class _Vmapped:
         self._batched = tf.function(self._run, autograph=False)
         functools.update_wrapper(self, fn)
 
+    @do_not_convert
     def __call__(self, *args):
         if not args:
             raise ValueError("a vmapped function needs at least one argument to map over")
         args = tuple(tf.nest.map_structure(
             lambda a: tf.convert_to_tensor(a) if not isinstance(a, tf.Tensor) else a, args))
+        if tf.executing_eagerly():
+            return checks.run_eagerly(lambda: self._batched(*args))
         return self._batched(*args)
 
     def _run(self, *args):
@@ -91,6 +95,7 @@ class _Vmapped:
         return tf.nest.map_structure(lambda t, ax: _move_axis(t, 0, ax), out, out_axes)
 
 
+@do_not_convert
 def vmap(fn, in_axes=0, out_axes=0, *, fallback="warn", chunk_size=None):
     """Return ``fn`` vectorized over axis ``in_axes`` of its arguments; see API.md."""
     return _Vmapped(fn, in_axes, out_axes, fallback, chunk_size)

@@ -150,6 +150,10 @@ class Conversion:
         try:
             with ops.name_scope(_scope(op)):
                 result = entry.fn(ctx)
+            if result is NotImplemented or isinstance(result, Declined):
+                reasons.append(f"{entry.name}: {getattr(result, 'reason', 'declined')}")
+                return None
+            return _check_result(entry, op, result)
         except ConversionError:
             raise
         except Exception as err:  # a converter fault is contained and reported
@@ -158,13 +162,9 @@ class Conversion:
                        f"'{op.name}'; falling back for this op.")
             if self.options.fallback == "error":
                 raise ConversionError(message) from err
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            warnings.warn(message, RuntimeWarning, stacklevel=messages.user_stacklevel())
             reasons.append(f"{entry.name} raised {type(err).__name__}")
             return None
-        if result is NotImplemented or isinstance(result, Declined):
-            reasons.append(f"{entry.name}: {getattr(result, 'reason', 'declined')}")
-            return None
-        return _check_result(entry, op, result)
 
     def _fall_back(self, op, layouts, pattern, reasons):
         mode = self.options.fallback
@@ -173,7 +173,7 @@ class Conversion:
         if mode == "warn" and op.type not in self._warned:
             self._warned.add(op.type)
             warnings.warn(messages.fallback_warning(op, layouts, reasons),
-                          messages.FallbackWarning, stacklevel=4)
+                          messages.FallbackWarning, stacklevel=messages.user_stacklevel())
         self._record(op, "fallback", stacked=True, reason="; ".join(reasons))
         return fallback.run_sequentially(op, layouts, self)
 
@@ -194,7 +194,7 @@ def _check_result(entry, op, result) -> list[Layout]:
     result = list(result)
     if len(result) != len(op.outputs) or not all(
             isinstance(v, (Stacked, Invariant)) for v in result):
-        raise ConversionError(
+        raise TypeError(
             f"converter {entry.name} from {entry.pack} returned {result!r} for {op.type} "
             f"'{op.name}': expected {len(op.outputs)} layout values (pf.Stacked / "
             "pf.Invariant), one per output.")
@@ -202,7 +202,7 @@ def _check_result(entry, op, result) -> list[Layout]:
         got = v.tensor.shape.rank
         want = t.shape.rank
         if got is not None and want is not None and got != want + v.is_stacked:
-            raise ConversionError(
+            raise TypeError(
                 f"converter {entry.name} from {entry.pack} returned a "
                 f"{'stacked' if v.is_stacked else 'invariant'} value of rank {got} for "
                 f"output {t.value_index} of {op.type} '{op.name}', whose per-iteration "

@@ -1,5 +1,121 @@
-"""linalg converters (to be written)."""
+"""Linear algebra: kernels that already take leading batch dimensions.
+
+Most tf.linalg kernels work on the last two axes and treat the rest as a batch, so the
+iteration axis is just one more batch axis (``registry.batch_polymorphic``). Inputs
+that select diagonals or bands (k, num_rows, padding, num_lower, ...) have no batch
+axes and must be invariant. Kernels that do not broadcast batch axes (MatrixSolve,
+MatrixSolveLs, ...) get invariant batched inputs tiled; two cheaper special cases:
+
+- MatrixTriangularSolve and BatchMatMul-style broadcasting: stacked inputs get size-1
+  axes so that invariant batch axes line up with per-iteration ones; nothing is tiled.
+- A solve of an invariant matrix against stacked right-hand sides factors the matrix
+  once: the per-iteration right-hand sides become extra columns ``[M, n*K]``.
+
+Diag / DiagPart (the rank-2k tensor diagonal) become MatrixDiag / MatrixDiagPart on a
+flattened view: ``Diag(x) = reshape(MatrixDiag(flatten(x)), shape + shape)``.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from pfor_core import Stacked, shapes
+
+# Ops whose every input carries the (same) leading batch axes.
+_ALL_BATCHED = (
+    "MatrixInverse", "MatrixDeterminant", "LogMatrixDeterminant", "Cholesky", "Qr",
+    "Svd", "Eig", "SelfAdjointEigV2", "Lu", "MatrixLogarithm", "MatrixSquareRoot",
+    "MatrixSolve", "CholeskyGrad", "TridiagonalSolve", "TridiagonalMatMul",
+    "MatrixDiag", "MatrixDiagPart", "MatrixSetDiag",
+)
+# Ops with trailing non-batch inputs (diagonal offsets, sizes, padding, bands, l2).
+_SOME_BATCHED = {
+    "MatrixDiagV2": [0], "MatrixDiagV3": [0],
+    "MatrixDiagPartV2": [0], "MatrixDiagPartV3": [0],
+    "MatrixSetDiagV2": [0, 1], "MatrixSetDiagV3": [0, 1],
+    "MatrixBandPart": [0], "MatrixSolveLs": [0, 1],
+}
+
+
+def convert_broadcasting_solve(ctx):
+    """MatrixTriangularSolve broadcasts batch axes: line stacked inputs up, tile nothing."""
+    matrix, rhs = ctx.inputs
+    if matrix.shape.rank is None or rhs.shape.rank is None:
+        return ctx.decline("ranks must be known")
+    rank = max(matrix.shape.rank, rhs.shape.rank)
+    tensors = [shapes.insert_axes(v.tensor, rank) if v.is_stacked else v.tensor
+               for v in (matrix, rhs)]
+    return Stacked(tensor=ctx.emit(*tensors)[0])
+
+
+def convert_solve_columns(ctx):
+    """Invariant matrix, stacked right-hand sides: one solve on ``[..., M, n*K]``.
+
+    Each column of a solve (also a regularized least-squares one) is independent, so
+    the iterations' right-hand sides are solved as extra columns; the matrix is
+    factored once instead of n times.
+    """
+    matrix, rhs = ctx.inputs[:2]
+    if any(v.is_stacked for v in ctx.inputs[2:]):
+        return ctx.decline("the regularizer must be invariant")
+    if (matrix.shape.rank is None or rhs.shape.rank is None
+            or matrix.shape[:-2] != rhs.shape[:-2]
+            or not matrix.shape[:-2].is_fully_defined()):
+        return ctx.decline("needs equal, static batch axes on matrix and rhs")
+    y = rhs.tensor
+    d = shapes.dims(y)  # [n, B..., M, K]
+    rank = len(d)
+    cols = tf.transpose(y, list(range(1, rank - 1)) + [0, rank - 1])  # [B..., M, n, K]
+    cols = shapes.reshape(cols, d[1:-1] + [d[0] * d[-1]])
+    extra = [v.tensor for v in ctx.inputs[2:]]
+    out = ctx.emit(matrix.tensor, cols, *extra)[0]  # [B..., N, n*K]
+    od = shapes.dims(out)
+    out = shapes.reshape(out, od[:-1] + [d[0], d[-1]])
+    out = tf.transpose(out, [rank - 2] + list(range(rank - 2)) + [rank - 1])
+    return Stacked(tensor=out)
+
+
+def _flat_size(value):
+    return shapes.product(shapes.dims(value.tensor)[1:])
+
+
+def convert_diag(ctx):
+    """Diag of a rank-k value: MatrixDiag of its flattening, reshaped to rank 2k."""
+    (x,) = ctx.inputs
+    if x.shape.rank is None or x.shape.rank == 0:
+        return ctx.decline("needs a known per-iteration rank of at least 1")
+    d = shapes.dims(x.tensor)
+    flat = x.tensor if len(d) == 2 else shapes.reshape(x.tensor, [d[0], _flat_size(x)])
+    out = tf.linalg.diag(flat)
+    if len(d) == 2:
+        return Stacked(tensor=out)
+    return Stacked(tensor=shapes.reshape(out, d + d[1:]))
+
+
+def convert_diag_part(ctx):
+    """DiagPart of a rank-2k value: MatrixDiagPart of its ``[D, D]`` view."""
+    (x,) = ctx.inputs
+    rank = x.shape.rank
+    if rank is None or rank == 0 or rank % 2:
+        return ctx.decline("needs a known, even per-iteration rank")
+    d = shapes.dims(x.tensor)
+    half = d[1:1 + rank // 2]
+    size = shapes.product(half)
+    square = x.tensor if rank == 2 else shapes.reshape(x.tensor, [d[0], size, size])
+    out = tf.linalg.diag_part(square)
+    if rank == 2:
+        return Stacked(tensor=out)
+    return Stacked(tensor=shapes.reshape(out, [d[0]] + half))
 
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
+    registry.batch_polymorphic(_ALL_BATCHED)
+    for op_type, batched in _SOME_BATCHED.items():
+        registry.batch_polymorphic(op_type, batched_inputs=batched)
+    registry.add("MatrixTriangularSolve", convert_broadcasting_solve, inputs="**")
+    registry.add(["MatrixSolve", "MatrixTriangularSolve"], convert_solve_columns,
+                 inputs="US")
+    registry.add("MatrixSolveLs", convert_solve_columns, inputs="USU")
+    registry.add("Diag", convert_diag, inputs="S")
+    registry.add("DiagPart", convert_diag_part, inputs="S")

@@ -1,5 +1,160 @@
-"""matmul converters (to be written)."""
+"""Matrix products: MatMul, BatchMatMulV2/V3 and Einsum.
+
+Stacked x invariant folds the iteration axis (and every batch axis of the stacked
+operand) into the rows, so the whole loop is ONE 2-D matmul on a reshaped input.
+Invariant x stacked does the same on the columns: ``a @ [b_0 | b_1 | ...]`` (or, when
+the stacked operand is already transposed, ``(b_j @ a^T)^T`` with a single transpose).
+Stacked x stacked is a batch matmul. Einsum gives stacked operands a fresh label in
+front of their subscripts and of the output's.
+
+A batch matmul is never emitted with an operand whose batch dimensions are all 1 (or
+absent) against a stacked one of rank 4 or more: TF 2.21's oneDNN CPU kernel computes
+that wrongly (``[4,1,8,16] @ [16,16]`` is off by ~1e31 or corrupts memory), so such
+invariant operands are folded as 2-D instead.
+"""
+
+from __future__ import annotations
+
+import string
+
+import tensorflow as tf
+
+from pfor_core import Stacked, shapes
+
+# Attr names of the two "transpose this operand" flags, per op type. MatMul transposes;
+# the batch matmuls take the adjoint (which conjugates complex operands).
+_FLAGS = {"MatMul": ("transpose_a", "transpose_b"), "BatchMatMul": ("adj_x", "adj_y"),
+          "BatchMatMulV2": ("adj_x", "adj_y"), "BatchMatMulV3": ("adj_x", "adj_y")}
+
+
+def _conj(ctx, tensor):
+    """Conjugate when the op's flags mean adjoint (tf.math.conj is free for reals)."""
+    return tf.math.conj(tensor) if ctx.op_type != "MatMul" else tensor
+
+
+def _flip(ctx, tensor):
+    """What the op's flag does to an operand: swap the last two axes (and conjugate)."""
+    return tf.linalg.matrix_transpose(tensor, conjugate=ctx.op_type != "MatMul")
+
+
+def _as_matrix(value):
+    """The invariant operand as a 2-D tensor when its batch dims are all 1, else None."""
+    shape = value.shape
+    if shape.rank is None or any(d != 1 for d in shape[:-2]):
+        return None
+    if shape.rank == 2:
+        return value.tensor
+    return shapes.reshape(value.tensor, shapes.dims(value.tensor)[-2:])
+
+
+def _out_rank(ctx) -> int | None:
+    return ctx.output_shapes[0].rank
+
+
+def _pad_rank(ctx, tensor):
+    """Give a stacked result the body op's per-iteration rank (size-1 batch axes)."""
+    rank = _out_rank(ctx)
+    return shapes.insert_axes(tensor, rank) if rank is not None else tensor
+
+
+def _stacked_times_matrix(ctx, x, y):
+    """x stacked ``[n, B..., m, k]`` (flag applied by the op), y an invariant matrix:
+    fold every leading axis of x into the rows of one 2-D product."""
+    fx, fy = _FLAGS[ctx.op_type]
+    if ctx.attr(fx):
+        x = _flip(ctx, x)
+    d = shapes.dims(x)
+    rows = shapes.reshape(x, [shapes.product(d[:-1])] + d[-1:])
+    out = ctx.emit(rows, y, attrs={fx: False})[0]
+    return _pad_rank(ctx, shapes.reshape(out, d[:-1] + shapes.dims(out)[-1:]))
+
+
+def _matrix_times_stacked(ctx, x, y):
+    """x an invariant matrix, y stacked ``[n, B..., k, p]`` (or ``[..., p, k]`` when
+    flagged): fold every leading axis of y into the columns of one 2-D product."""
+    fx, fy = _FLAGS[ctx.op_type]
+    d = shapes.dims(y)
+    rank = len(d)
+    if ctx.attr(fy):
+        # out_j^T = y_j-rows times op(x)^T: one product on y's rows, one transpose.
+        rows = shapes.reshape(_conj(ctx, y), [shapes.product(d[:-1])] + d[-1:])
+        out = ctx.emit(rows, _conj(ctx, x), attrs={fx: False, fy: not ctx.attr(fx)})[0]
+        out = shapes.reshape(out, d[:-1] + shapes.dims(out)[-1:])
+        return _pad_rank(ctx, tf.linalg.matrix_transpose(out))
+    # a @ [y_0 | y_1 | ...]: the columns of every y_j side by side.
+    cols = tf.transpose(y, [rank - 2] + list(range(rank - 2)) + [rank - 1])
+    cols = shapes.reshape(cols, [d[-2], shapes.product(d[:-2] + d[-1:])])
+    out = ctx.emit(x, cols)[0]
+    m = shapes.dims(out)[0]
+    out = shapes.reshape(out, [m] + d[:-2] + d[-1:])
+    out = tf.transpose(out, list(range(1, rank - 1)) + [0, rank - 1])
+    return _pad_rank(ctx, out)
+
+
+def convert_matmul(ctx):
+    a, b = ctx.inputs
+    if a.shape.rank != 2 or b.shape.rank != 2:
+        return ctx.decline("MatMul operands must have rank 2")
+    if ctx.pattern == "SU":
+        return Stacked(tensor=_stacked_times_matrix(ctx, a.tensor, b.tensor))
+    if ctx.pattern == "US":
+        return Stacked(tensor=_matrix_times_stacked(ctx, a.tensor, b.tensor))
+    # Stacked x stacked: a batch matmul; tf.linalg.matmul transposes complex operands
+    # without conjugating, as MatMul does.
+    return Stacked(tensor=tf.linalg.matmul(
+        a.tensor, b.tensor, transpose_a=ctx.attr("transpose_a"),
+        transpose_b=ctx.attr("transpose_b")))
+
+
+def convert_batch_matmul(ctx):
+    x, y = ctx.inputs
+    if x.shape.rank is None or y.shape.rank is None:
+        return ctx.decline("operand ranks must be known")
+    if ctx.pattern == "SU":
+        matrix = _as_matrix(y)
+        if matrix is not None:
+            return Stacked(tensor=_stacked_times_matrix(ctx, x.tensor, matrix))
+    elif ctx.pattern == "US":
+        matrix = _as_matrix(x)
+        if matrix is not None:
+            return Stacked(tensor=_matrix_times_stacked(ctx, matrix, y.tensor))
+    # Batch dims broadcast: stacked operands get size-1 axes after the iteration axis so
+    # that invariant batch dims line up with per-iteration ones, never with the loop.
+    rank = max(x.shape.rank, y.shape.rank)
+    tensors = [shapes.insert_axes(v.tensor, rank) if v.is_stacked else v.tensor
+               for v in (x, y)]
+    return Stacked(tensor=ctx.emit(*tensors)[0])
+
+
+def _fresh_label(equation: str) -> str:
+    for c in string.ascii_letters:
+        if c not in equation:
+            return c
+    raise ValueError("no unused einsum label left")
+
+
+def convert_einsum(ctx):
+    equation = ctx.attr("equation")
+    equation = equation.decode() if isinstance(equation, bytes) else equation
+    equation = equation.replace(" ", "")
+    if "->" not in equation:
+        return ctx.decline("implicit-output einsum equations are not handled")
+    lhs, out = equation.split("->")
+    operands = lhs.split(",")
+    if len(operands) != len(ctx.inputs):
+        return ctx.decline("equation and inputs disagree")
+    label = _fresh_label(equation)
+    # The new label goes first, so before any ellipsis: broadcasting of '...' among
+    # operands is untouched and the iteration axis stays in front.
+    operands = [label + s if v.is_stacked else s for s, v in zip(operands, ctx.inputs)]
+    new = ",".join(operands) + "->" + label + out
+    return Stacked(tensor=ctx.emit(*[v.tensor for v in ctx.inputs],
+                                   attrs={"equation": new})[0])
 
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
+    registry.add("MatMul", convert_matmul, inputs="**")
+    registry.add(["BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"], convert_batch_matmul,
+                 inputs="**")
+    registry.add("Einsum", convert_einsum)

@@ -1,5 +1,271 @@
-"""shape_ops converters (to be written)."""
+"""Shape converters: reshape, transpose, expand/squeeze, shape queries, fill, broadcast,
+tile, one-hot.
+
+The iteration axis is a new leading dimension, so most of these ops keep working on
+the stacked tensor once their per-iteration arguments (target shape, perm, axis) are
+adjusted: prepend ``n`` to a target shape, a leading 0 to a perm, 1 to multiples, and
+shift non-negative axes by one (negative axes count from the end and stay as they are).
+A per-iteration target shape that is stacked is declined unless the body's static
+output shape proves it is the same in every iteration; shape queries of a stacked
+value are invariant, since every iteration's value has the same shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from pfor_core import Invariant, Stacked, shapes
+
+
+# -- helpers the pack's other array modules share ------------------------------------
+def static_value(value):
+    """The numpy value of an invariant input when known statically, else None."""
+    if value.is_stacked:
+        return None
+    return tf.get_static_value(value.tensor)
+
+
+def shift_axis(axis):
+    """A per-iteration axis (int, numpy array or tensor) as an axis of the stacked
+    tensor: non-negative axes move right by one, negative ones stay."""
+    if isinstance(axis, tf.Tensor):
+        return tf.where(axis >= 0, axis + 1, axis)
+    if isinstance(axis, np.ndarray):
+        return np.where(axis >= 0, axis + 1, axis).astype(axis.dtype)
+    return axis + 1 if axis >= 0 else axis
+
+
+def shifted_axis_input(value):
+    """An invariant axis input shifted for the stacked tensor (static when possible)."""
+    static = static_value(value)
+    if static is not None:
+        return tf.constant(shift_axis(np.asarray(static)), dtype=value.dtype)
+    return shift_axis(value.tensor)
+
+
+def prepend(value, first):
+    """``[first] + value`` for an invariant 1-D input (or ``[first] + rows`` for 2-D),
+    static when possible, in the input's dtype."""
+    static = static_value(value)
+    head = np.asarray([first], dtype=value.dtype.as_numpy_dtype)
+    if static is not None:
+        return tf.constant(np.concatenate([head, np.asarray(static)], 0), dtype=value.dtype)
+    return tf.concat([tf.constant(head, dtype=value.dtype), value.tensor], 0)
+
+
+def leading(tensor):
+    """The stacked dimension of ``tensor`` (int where static, else a scalar tensor)."""
+    static = tensor.shape[0] if tensor.shape.rank is not None else None
+    return static if static is not None else tf.shape(tensor, out_type=tf.int32)[0]
+
+
+def with_leading(n, target, dtype=tf.int32):
+    """The shape ``[n] + target``; ``target`` a list of ints or a 1-D tensor."""
+    if isinstance(target, (list, tuple)):
+        return shapes.shape_tensor([n] + list(target))
+    head = tf.reshape(tf.cast(n, target.dtype), [1])
+    return tf.concat([head, target], 0)
+
+
+def proven_shape(ctx, k=0):
+    """Output ``k``'s per-iteration shape as a list when the body knows it statically."""
+    shape = ctx.output_shapes[k]
+    return shape.as_list() if shape.is_fully_defined() else None
+
+
+# -- reshape ----------------------------------------------------------------------------
+def _resolve_minus_one(x, sizes):
+    """The per-iteration target shape with -1 resolved from x's per-iteration size,
+    following the Reshape kernel's rule (zero-sized dims are left out of the count when
+    the target has a zero)."""
+    static = tf.get_static_value(sizes)
+    if static is not None and -1 not in static.tolist():
+        return sizes
+    dims = tf.shape(x, out_type=sizes.dtype)[1:]
+    has_zero = tf.reduce_any(tf.equal(sizes, 0))
+    counted = tf.where(tf.logical_or(dims > 0, tf.logical_not(has_zero)), dims, 1)
+    known = tf.reduce_prod(tf.where(sizes > 0, sizes, 1))
+    return tf.where(tf.equal(sizes, -1), tf.reduce_prod(counted) // known, sizes)
+
+
+def convert_reshape(ctx):
+    x, sizes = ctx.inputs
+    target = proven_shape(ctx)
+    if target is None and sizes.is_stacked:
+        return ctx.decline("per-iteration target shape is stacked and not static")
+    if not x.is_stacked:
+        return Invariant(tensor=tf.reshape(x.tensor, target))
+    if target is None:
+        target = _resolve_minus_one(x.tensor, sizes.tensor)
+    return Stacked(tensor=tf.reshape(x.tensor, with_leading(leading(x.tensor), target)))
+
+
+# -- permutations and axes ------------------------------------------------------------
+def convert_transpose(ctx):
+    """Transpose / ConjugateTranspose: the perm keeps axis 0 first."""
+    x, perm = ctx.inputs
+    return Stacked(tensor=ctx.emit(x.tensor, prepend_shifted(perm, 0))[0])
+
+
+def prepend_shifted(value, first):
+    static = static_value(value)
+    if static is not None:
+        shifted = shift_axis(np.asarray(static))
+        return tf.constant(np.concatenate([[first], shifted]), dtype=value.dtype)
+    head = tf.constant([first], dtype=value.dtype)
+    return tf.concat([head, shift_axis(value.tensor)], 0)
+
+
+def convert_expand_dims(ctx):
+    x, axis = ctx.inputs
+    return Stacked(tensor=ctx.emit(x.tensor, shifted_axis_input(axis))[0])
+
+
+def convert_squeeze(ctx):
+    (x,) = ctx.inputs
+    dims = list(ctx.attr("squeeze_dims"))
+    if not dims:
+        # Squeeze every size-1 axis of one iteration, never the stacked one (n may be 1).
+        shape = x.shape
+        if shape.rank is None or any(d is None for d in shape.as_list()):
+            return ctx.decline("squeeze of all size-1 dims needs a static per-iteration shape")
+        dims = [k for k, d in enumerate(shape.as_list()) if d == 1]
+        if not dims:
+            return Stacked(tensor=x.tensor)
+    return Stacked(tensor=ctx.emit(x.tensor, attrs={"squeeze_dims": [shift_axis(d) for d in dims]})[0])
+
+
+# -- shape queries: invariant results ---------------------------------------------------
+def convert_shape(ctx):
+    """Shape / ShapeN: every iteration's value has the same shape."""
+    out_type = ctx.attr("out_type")
+    return [Invariant(tensor=_shape_of(v, out_type)) for v in ctx.inputs]
+
+
+def _shape_of(value, out_type):
+    if value.shape.is_fully_defined():
+        return tf.constant(value.shape.as_list(), dtype=out_type)
+    shape = tf.shape(value.tensor, out_type=out_type)
+    return shape[1:] if value.is_stacked else shape
+
+
+def convert_size(ctx):
+    (x,) = ctx.inputs
+    out_type = ctx.attr("out_type")
+    if x.shape.is_fully_defined():
+        return Invariant(tensor=tf.constant(x.shape.num_elements(), dtype=out_type))
+    return Invariant(tensor=tf.reduce_prod(_shape_of(x, out_type)))
+
+
+def convert_rank(ctx):
+    (x,) = ctx.inputs
+    if x.shape.rank is not None:
+        return Invariant(tensor=tf.constant(x.shape.rank, dtype=tf.int32))
+    return Invariant(tensor=tf.rank(x.tensor) - 1)
+
+
+# -- making values of a given shape -----------------------------------------------------
+def _target(ctx, shape_value):
+    """The per-iteration target shape: proven static, or the invariant input; None if
+    it may differ between iterations."""
+    proven = proven_shape(ctx)
+    if proven is not None:
+        return proven
+    if shape_value.is_stacked:
+        return None
+    static = static_value(shape_value)
+    return [int(d) for d in static] if static is not None else shape_value.tensor
+
+
+def _rank_of(target):
+    if isinstance(target, list):
+        return len(target)
+    return target.shape[0] if target.shape.rank == 1 else None
+
+
+def convert_fill(ctx):
+    dims, value = ctx.inputs
+    target = _target(ctx, dims)
+    if target is None:
+        return ctx.decline("per-iteration dims are stacked")
+    if not value.is_stacked:
+        return Invariant(tensor=tf.fill(target, value.tensor))
+    n = leading(value.tensor)
+    rank = _rank_of(target)
+    ones = [1] * rank if rank is not None else tf.ones_like(target)
+    rows = tf.reshape(value.tensor, with_leading(n, ones))
+    return Stacked(tensor=tf.broadcast_to(rows, with_leading(n, target)))
+
+
+def convert_broadcast_to(ctx):
+    x, shape = ctx.inputs
+    target = _target(ctx, shape)
+    if target is None or x.shape.rank is None:
+        return ctx.decline("per-iteration shape is stacked, or the input's rank unknown")
+    if not x.is_stacked:
+        return Invariant(tensor=tf.broadcast_to(x.tensor, target))
+    rank = _rank_of(target)
+    if rank is not None:
+        rows = shapes.insert_axes(x.tensor, rank)
+    else:  # align x with the target from the right: size-1 axes after the stacked one
+        have = tf.shape(x.tensor, out_type=target.dtype)
+        ones = tf.ones([tf.size(target) - x.shape.rank], dtype=target.dtype)
+        rows = tf.reshape(x.tensor, tf.concat([have[:1], ones, have[1:]], 0))
+    return Stacked(tensor=tf.broadcast_to(rows, with_leading(leading(x.tensor), target)))
+
+
+def convert_tile(ctx):
+    x, multiples = ctx.inputs
+    if not multiples.is_stacked:
+        return Stacked(tensor=ctx.emit(x.tensor, prepend(multiples, 1))[0])
+    # Stacked multiples are the same in every iteration when both shapes are static
+    # (an empty input axis stays empty whatever its multiple).
+    out, shape = proven_shape(ctx), x.shape
+    if out is None or not shape.is_fully_defined():
+        return ctx.decline("stacked multiples without static input and output shapes")
+    static = [o // d if d else 1 for o, d in zip(out, shape.as_list())]
+    if not x.is_stacked:
+        return Invariant(tensor=tf.tile(x.tensor, static))
+    return Stacked(tensor=tf.tile(x.tensor, [1] + static))
+
+
+def convert_one_hot(ctx):
+    """Indices (and on/off values) may be stacked; a stacked on/off value selects per
+    iteration from a boolean one-hot mask."""
+    indices, depth, on, off = ctx.inputs
+    axis = ctx.attr("axis")
+    if indices.is_stacked:
+        axis = shift_axis(axis)
+    if not (on.is_stacked or off.is_stacked):
+        return Stacked(tensor=ctx.emit(indices.tensor, depth.tensor, on.tensor, off.tensor,
+                                       attrs={"axis": axis})[0])
+    if indices.shape.rank is None:
+        return ctx.decline("indices rank unknown")
+    true, false = tf.constant(True), tf.constant(False)
+    mask = ctx.emit(indices.tensor, depth.tensor, true, false,
+                    attrs={"axis": axis, "T": tf.bool}, dtypes=[tf.bool])[0]
+    rank = indices.shape.rank + 1
+    on_t = shapes.insert_axes(on.tensor, rank) if on.is_stacked else on.tensor
+    off_t = shapes.insert_axes(off.tensor, rank) if off.is_stacked else off.tensor
+    return Stacked(tensor=tf.where(mask, on_t, off_t))
+
+
+def decline_range(ctx):
+    return ctx.decline("stacked start/limit/delta give per-iteration lengths")
 
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
+    registry.add("Reshape", convert_reshape, inputs="**")
+    registry.add(["Transpose", "ConjugateTranspose"], convert_transpose, inputs="SU")
+    registry.add("ExpandDims", convert_expand_dims, inputs="SU")
+    registry.add("Squeeze", convert_squeeze, inputs="S")
+    registry.add(["Shape", "ShapeN"], convert_shape)
+    registry.add("Size", convert_size, inputs="S")
+    registry.add("Rank", convert_rank, inputs="S")
+    registry.add("Fill", convert_fill, inputs="**")
+    registry.add("BroadcastTo", convert_broadcast_to, inputs="**")
+    registry.add("Tile", convert_tile, inputs="**")
+    registry.add("OneHot", convert_one_hot, inputs="*U**")
+    registry.add("Range", decline_range)

@@ -2,14 +2,25 @@
 
 Gather: the loop index gathering rows of an invariant tensor is a plain slice (the most
 common op of a loop body); other stacked indices gather with the iteration axis in
-front; stacked params gather with one more batch dimension.
+front; stacked params gather with one more batch dimension. GatherNd with stacked
+params prepends each row's iteration number to its index tuples.
+
+Slices with invariant bounds prepend a full slice for the iteration axis (StridedSlice
+shifts every mask by one bit; the new first spec is an ordinary full range, so an
+ellipsis or new axis later in the spec expands exactly as before). Stacked bounds are
+handled where they pick single elements: a stacked StridedSlice index on a shrunk axis
+(``x[i]``, ``x[:, i]``) and a stacked Slice begin with static sizes become batched
+gathers; other stacked bounds are declined. Pads, reverses and rolls shift their
+per-iteration paddings or axes.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core import Invariant, Stacked, shapes
+from pfor_converters_math.shape_ops import (prepend, proven_shape, shift_axis,
+                                            shifted_axis_input, static_value)
 
 
 def _static_int(value, ctx, what):
@@ -42,22 +53,253 @@ def _rows_of_loop_index(ctx, params):
 def convert_gather(ctx):
     params, indices, axis_value = ctx.inputs
     axis = _static_int(axis_value, ctx, "axis")
-    if axis is None or params.shape.rank is None or indices.shape.rank is None:
-        return ctx.decline("axis must be invariant and static; ranks must be known")
-    axis = shapes.normalize_axis(axis, params.shape.rank)
+    if axis is None:
+        return ctx.decline("axis must be invariant and static")
+    if params.shape.rank is not None:
+        axis = shapes.normalize_axis(axis, params.shape.rank)
     batch_dims = ctx.attr("batch_dims")
     if batch_dims < 0:
+        if indices.shape.rank is None:
+            return ctx.decline("negative batch_dims with indices of unknown rank")
         batch_dims += indices.shape.rank
     if not params.is_stacked and batch_dims == 0:
         if axis == 0 and ctx.is_loop_index(indices):
             return Stacked(tensor=_rows_of_loop_index(ctx, params.tensor))
+        if axis != 0 and (params.shape.rank is None or indices.shape.rank is None):
+            return ctx.decline("params or indices of unknown rank")
         out = tf.gather(params.tensor, indices.tensor, axis=axis)
         return Stacked(tensor=_move_first(out, axis))
+    # Negative axes count from the end, so only non-negative ones move.
     if params.is_stacked and not indices.is_stacked and batch_dims == 0:
-        return Stacked(tensor=tf.gather(params.tensor, indices.tensor, axis=axis + 1))
-    return Stacked(tensor=tf.gather(ctx.stacked(0), ctx.stacked(1), axis=axis + 1,
+        return Stacked(tensor=tf.gather(params.tensor, indices.tensor, axis=shift_axis(axis)))
+    return Stacked(tensor=tf.gather(ctx.stacked(0), ctx.stacked(1), axis=shift_axis(axis),
                                     batch_dims=batch_dims + 1))
+
+
+def convert_gather_nd(ctx):
+    params, indices = ctx.inputs
+    if not params.is_stacked:
+        return Stacked(tensor=ctx.emit(params.tensor, indices.tensor)[0])
+    if indices.shape.rank is None:
+        return ctx.decline("indices rank unknown")
+    # Index tuples [n, ..., k] become [n, ..., 1 + k] with the iteration number first.
+    tuples = ctx.stacked(1)
+    n = shapes.dims(tuples)[0]
+    rows = tf.range(n, dtype=indices.dtype)
+    rows = shapes.reshape(rows, [n] + [1] * indices.shape.rank)
+    rows = tf.broadcast_to(rows, shapes.shape_tensor(shapes.dims(tuples)[:-1] + [1]))
+    return Stacked(tensor=ctx.emit(params.tensor, tf.concat([rows, tuples], -1))[0])
+
+
+# -- Slice ------------------------------------------------------------------------------
+def convert_slice(ctx):
+    x, begin, size = ctx.inputs
+    if not begin.is_stacked:
+        return Stacked(tensor=ctx.emit(x.tensor, prepend(begin, 0), prepend(size, -1))[0])
+    sizes = proven_shape(ctx)  # static, so no size is -1
+    if sizes is None:
+        return ctx.decline("a stacked start needs static sizes")
+    return _slice_by_gather(ctx, sizes)
+
+
+def _slice_by_gather(ctx, sizes):
+    """Axes whose start the body knows statically are sliced once; each other axis
+    gathers ``start + range(size)`` per iteration."""
+    x, begin, _ = ctx.inputs
+    if x.shape.rank is None:
+        return ctx.decline("a stacked start on a tensor of unknown rank")
+    starts = _entries(ctx, 1, len(sizes))
+    full = x.shape.as_list()
+    out, stacked = x.tensor, x.is_stacked
+    if any(s is not None and (s, size) != (0, full[d])
+           for d, (s, size) in enumerate(zip(starts, sizes))):
+        first = [0 if s is None else s for s in starts]
+        count = [-1 if s is None else size for s, size in zip(starts, sizes)]
+        out = tf.slice(out, [0] * stacked + first, [-1] * stacked + count)
+    for d, size in enumerate(sizes):
+        if starts[d] is not None or size == full[d]:
+            continue  # sliced already, or the whole axis (whose start can only be 0)
+        index = begin.tensor[:, d:d + 1] + tf.range(size, dtype=begin.dtype)
+        if stacked:
+            out = tf.gather(out, index, axis=d + 1, batch_dims=1)
+        else:
+            out = _move_first(tf.gather(out, index, axis=d), d)
+            stacked = True
+    return Stacked(tensor=out) if stacked else Invariant(tensor=out)
+
+
+# -- StridedSlice -----------------------------------------------------------------------
+_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+
+
+def _strided(ctx, x_tensor, stacked, begin, end, strides, masks):
+    """Emit a StridedSlice with invariant bounds (tensors) on a stacked or invariant
+    tensor: a stacked one gets a full slice in front and every mask shifted by a bit."""
+    if not stacked:
+        return ctx.emit(x_tensor, begin, end, strides, attrs=masks)[0]
+    shifted = {k: v << 1 for k, v in masks.items()}
+    shifted["begin_mask"] |= 1
+    shifted["end_mask"] |= 1
+    return ctx.emit(x_tensor, *(_prepend_tensor(t, v) for t, v in
+                                ((begin, 0), (end, 0), (strides, 1))), attrs=shifted)[0]
+
+
+def _prepend_tensor(tensor, first):
+    static = tf.get_static_value(tensor)
+    if static is not None:
+        return tf.constant([first] + static.tolist(), dtype=tensor.dtype)
+    return tf.concat([tf.constant([first], dtype=tensor.dtype), tensor], 0)
+
+
+def convert_strided_slice(ctx):
+    x, begin, end, strides = ctx.inputs
+    masks = {k: ctx.attr(k) for k in _MASKS}
+    if not (begin.is_stacked or end.is_stacked):
+        return Stacked(tensor=_strided(ctx, x.tensor, True, begin.tensor, end.tensor,
+                                       strides.tensor, masks))
+    plan = _plan_stacked_bounds(ctx, masks)
+    if isinstance(plan, str):
+        return ctx.decline(plan)
+    return _strided_slice_by_gather(ctx, plan)
+
+
+def _entries(ctx, k, length):
+    """Each entry of bound input ``k`` as an int where the body knows it statically
+    (a stacked bound is often a pack of constants and one loop-dependent index)."""
+    static = static_value(ctx.inputs[k])
+    if static is None and ctx.inputs[k].is_stacked:
+        static = tf.get_static_value(ctx.op.inputs[k], partial=True)
+    if static is None:
+        return [None] * length
+    return [None if v is None else int(v) for v in static]
+
+
+def _plan_stacked_bounds(ctx, masks):
+    """Kind of each spec entry, or a reason to decline. A stacked bound entry may only
+    be a single index on a shrunk axis ("gather"); other entries must be static,
+    invariant or masked."""
+    _, begin, end, strides = ctx.inputs
+    length = begin.shape[0] if begin.shape.rank == 1 else None
+    steps = static_value(strides)
+    if length is None or steps is None:
+        return "stacked bounds need static strides and spec length"
+    starts, stops = _entries(ctx, 1, length), _entries(ctx, 2, length)
+    known_start = [not begin.is_stacked or v is not None for v in starts]
+    known_stop = [not end.is_stacked or v is not None for v in stops]
+    kinds = []
+    for j in range(length):
+        bit = 1 << j
+        if masks["ellipsis_mask"] & bit:
+            kinds.append("ellipsis")
+        elif masks["new_axis_mask"] & bit:
+            kinds.append("new")
+        elif masks["shrink_axis_mask"] & bit:
+            if steps[j] <= 0:
+                return "shrunk axis with a non-positive stride"
+            kinds.append("shrink" if known_start[j] else "gather")
+        elif ((known_start[j] or masks["begin_mask"] & bit)
+              and (known_stop[j] or masks["end_mask"] & bit)):
+            kinds.append("range")
+        else:
+            return f"stacked slice bound on range axis {j}"
+    return dict(kinds=kinds, starts=starts, stops=stops, steps=steps.tolist(), masks=masks)
+
+
+def _output_axes(kinds, rank):
+    """Per-iteration output axis of every spec entry of the invariant slice (None for
+    a shrunk entry)."""
+    consuming = sum(k in ("shrink", "gather", "range") for k in kinds)
+    axes, pos = [], 0
+    for kind in kinds:
+        axes.append(None if kind == "shrink" else pos)
+        pos += {"ellipsis": rank - consuming, "shrink": 0}.get(kind, 1)
+    return axes
+
+
+def _strided_slice_by_gather(ctx, plan):
+    """One invariant-bounds slice that keeps each gathered axis whole, then a batched
+    gather of each iteration's index on it (last axis first, so the axis numbers of
+    earlier ones stay valid)."""
+    x, begin, end, _ = ctx.inputs
+    kinds, masks, steps = plan["kinds"], dict(plan["masks"]), plan["steps"]
+    if x.shape.rank is None and ("ellipsis" in kinds or not x.is_stacked):
+        return ctx.decline("stacked indices into a tensor of unknown rank")
+    gather = [j for j, k in enumerate(kinds) if k == "gather"]
+    for j in gather:
+        masks["begin_mask"] |= 1 << j
+        masks["end_mask"] |= 1 << j
+        masks["shrink_axis_mask"] &= ~(1 << j)
+        steps[j] = 1
+    out = x.tensor
+    if not all(_whole(j, kind, masks, steps) for j, kind in enumerate(kinds)):
+        starts = _bound_tensor(begin, plan["starts"])
+        stops = _bound_tensor(end, plan["stops"])
+        steps = tf.constant(steps, dtype=ctx.inputs[3].dtype)
+        out = _strided(ctx, out, x.is_stacked, starts, stops, steps, masks)
+    stacked = x.is_stacked
+    axes = _output_axes(kinds, x.shape.rank or 0)
+    for j in reversed(gather):
+        axis = axes[j] + int(stacked)
+        index = begin.tensor[:, j]
+        size = tf.shape(out, out_type=index.dtype)[axis]
+        index = tf.where(index < 0, index + size, index)
+        if stacked:
+            out = tf.gather(out, index, axis=axis, batch_dims=1)
+        else:
+            out = _move_first(tf.gather(out, index, axis=axis), axis)
+            stacked = True
+    return Stacked(tensor=out) if stacked else Invariant(tensor=out)
+
+
+def _whole(j, kind, masks, steps):
+    """Whether spec entry ``j`` keeps its axis as it is (e.g. ``x[i]``: no slice needed
+    before the gather)."""
+    bit = 1 << j
+    return (kind in ("gather", "range") and steps[j] == 1
+            and masks["begin_mask"] & masks["end_mask"] & bit)
+
+
+def _bound_tensor(value, entries):
+    """An invariant bound as it is; a stacked one as its static entries (0 where the
+    entry is masked or gathered)."""
+    if not value.is_stacked:
+        return value.tensor
+    return tf.constant([0 if v is None else v for v in entries], dtype=value.dtype)
+
+
+# -- pads, reverses, rolls --------------------------------------------------------------
+def convert_pad(ctx):
+    """Pad / PadV2 / MirrorPad: no padding on the iteration axis."""
+    x, paddings, *rest = ctx.inputs
+    tensor = x.tensor
+    reflect_empty = (ctx.op_type == "MirrorPad" and ctx.attr("mode") == b"REFLECT"
+                     and ctx.n_static in (None, 0))
+    if reflect_empty and x.shape.rank is None:
+        return ctx.decline("REFLECT padding of a possibly empty stack needs a known rank")
+    if reflect_empty:
+        # REFLECT needs every axis longer than its padding, so also n > 0: give an
+        # empty stack one dummy row, dropped again below (no copy when n > 0).
+        tensor = tf.pad(tensor, [[0, tf.maximum(1 - ctx.n, 0)]] + [[0, 0]] * x.shape.rank)
+    out = ctx.emit(tensor, prepend(paddings, [0, 0]), *[v.tensor for v in rest])[0]
+    return Stacked(tensor=out[:ctx.n] if reflect_empty else out)
+
+
+def convert_reverse(ctx):
+    x, axis = ctx.inputs
+    return Stacked(tensor=ctx.emit(x.tensor, shifted_axis_input(axis))[0])
+
+
+def convert_roll(ctx):
+    x, shift, axis = ctx.inputs
+    return Stacked(tensor=ctx.emit(x.tensor, shift.tensor, shifted_axis_input(axis))[0])
 
 
 def register(registry):
     registry.add("GatherV2", convert_gather, inputs="**U")
+    registry.add("GatherNd", convert_gather_nd, inputs="**")
+    registry.add("Slice", convert_slice, inputs="**U")
+    registry.add("StridedSlice", convert_strided_slice, inputs="***U")
+    registry.add(["Pad", "MirrorPad"], convert_pad, inputs="SU")
+    registry.add("PadV2", convert_pad, inputs="SUU")
+    registry.add("ReverseV2", convert_reverse, inputs="SU")
+    registry.add("Roll", convert_roll, inputs="SUU")

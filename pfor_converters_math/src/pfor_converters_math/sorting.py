@@ -1,5 +1,51 @@
-"""sorting converters (to be written)."""
+"""Sorting and searching: TopKV2 (what tf.sort / tf.argsort emit), NthElement,
+LowerBound / UpperBound (what tf.searchsorted emits).
+
+TopKV2 and NthElement work on the last axis, so a stacked input is converted as it is
+(k / n must be invariant). The bound searches take rank-2 ``[batch, m]`` operands with
+equal batch sizes: the iteration axis merges into the batch; invariant sorted rows
+against stacked values put the iterations' values side by side as extra columns
+instead of tiling the sorted rows.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from pfor_core import Stacked, shapes
+
+
+def convert_last_axis(ctx):
+    """Ops acting on the last axis with an invariant size argument (k, n)."""
+    return [Stacked(tensor=t) for t in ctx.emit(*[v.tensor for v in ctx.inputs])]
+
+
+def convert_bound(ctx):
+    sorted_inputs, values = ctx.inputs
+    if sorted_inputs.shape.rank != 2 or values.shape.rank != 2:
+        return ctx.decline("LowerBound/UpperBound operands must have rank 2")
+    if ctx.pattern == "US":
+        return Stacked(tensor=_bound_invariant_sorted(ctx, sorted_inputs.tensor,
+                                                      values.tensor))
+    # Stacked sorted rows: each iteration's rows join the batch; invariant values are
+    # tiled (they are needed once per iteration's rows).
+    vals = ctx.stacked(1)
+    out = ctx.emit(shapes.merge_leading(sorted_inputs.tensor), shapes.merge_leading(vals))[0]
+    return Stacked(tensor=shapes.reshape(out, shapes.dims(vals)))
+
+
+def _bound_invariant_sorted(ctx, sorted_rows, values):
+    """sorted ``[b, m]`` invariant, values ``[n, b, k]``: search ``[b, n*k]`` at once."""
+    d = shapes.dims(values)
+    if d[1] == 1:  # tf.searchsorted on vectors: a reshape suffices, no transposes
+        out = ctx.emit(sorted_rows, shapes.reshape(values, [1, d[0] * d[2]]))[0]
+        return shapes.reshape(out, d)
+    cols = shapes.reshape(tf.transpose(values, [1, 0, 2]), [d[1], d[0] * d[2]])
+    out = ctx.emit(sorted_rows, cols)[0]
+    return tf.transpose(shapes.reshape(out, [d[1], d[0], d[2]]), [1, 0, 2])
 
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
+    registry.add(["TopKV2", "NthElement"], convert_last_axis, inputs="SU")
+    registry.add(["LowerBound", "UpperBound"], convert_bound, inputs="**")

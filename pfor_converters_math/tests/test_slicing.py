@@ -1,0 +1,306 @@
+"""Property tests of the slicing converters against the sequential loop.
+
+Every check runs with fallback="error", so passing also means nothing fell back.
+Stacked arguments carry one row per iteration; invariant ones are shared.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pfor_core as pf
+from pfor_core import testing
+
+ITERS = st.sampled_from([0, 1, 2, 3])
+DIMS = st.lists(st.integers(0, 4), max_size=4)
+
+
+def make(rng, shape, dtype=np.float32):
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-5, 5, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def arg(rng, shape, stacked, n, dtype=np.float32):
+    return make(rng, ([n] if stacked else []) + list(shape), dtype)
+
+
+def flags(data, count):
+    """Which of ``count`` inputs are stacked: each drawn, at least one."""
+    out = [data.draw(st.booleans()) for _ in range(count)]
+    if not any(out):
+        out[data.draw(st.integers(0, count - 1))] = True
+    return out
+
+
+def check(op_fn, args, stacked, n, unknown=False):
+    """check_op, or with ``unknown`` inside a tf.function whose inputs have unknown
+    dims and values (the converters' dynamic paths)."""
+    if unknown:
+        return testing.check_op_unknown_shapes(op_fn, args, stacked=stacked, n=n)
+    return testing.check_op(op_fn, args, stacked=stacked, n=n)
+
+
+def seed(data):
+    return np.random.default_rng(data.draw(st.integers(0, 99)))
+
+
+# -- GatherV2 ---------------------------------------------------------------------------
+@given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4), n=ITERS,
+       unknown=st.booleans())
+@settings(max_examples=40)
+def test_gather(data, shape, n, unknown):
+    rank = len(shape)
+    batch_dims = data.draw(st.integers(0, rank - 1))
+    axis = data.draw(st.integers(batch_dims, rank - 1))
+    extra = data.draw(st.lists(st.integers(0, 3), max_size=2))
+    index_shape = shape[:batch_dims] + extra
+    stacked = flags(data, 2)
+    rng = seed(data)
+    params = arg(rng, shape, stacked[0], n)
+    indices = rng.integers(0, shape[axis], size=([n] if stacked[1] else []) + index_shape)
+    if data.draw(st.booleans()):
+        axis -= rank
+    if batch_dims and data.draw(st.booleans()):
+        batch_dims -= len(index_shape)
+    check(lambda p, j: tf.gather(p, j, axis=axis, batch_dims=batch_dims),
+          [params, indices.astype(np.int32)], stacked, n, unknown)
+
+
+@given(data=st.data(), shape=st.lists(st.integers(0, 3), max_size=3), n=st.integers(0, 5),
+       extra_rows=st.integers(0, 2), chunk=st.sampled_from([None, 1, 2, 3]),
+       graph=st.booleans())
+def test_gather_rows_of_the_loop_index(data, shape, n, extra_rows, chunk, graph):
+    """``params[i]`` is a slice of rows, also in chunks and with iters known only at
+    run time."""
+    params = make(seed(data), [n + extra_rows] + shape)
+    testing.assert_matches_loop(lambda i: tf.gather(params, i), n, graph=graph,
+                                parallel_iterations=chunk)
+
+
+@given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=2, max_size=3),
+       n=st.integers(0, 3), chunk=st.sampled_from([None, 2]))
+def test_gather_loop_index_on_inner_axis(data, shape, n, chunk):
+    shape[1] = max(shape[1], n)
+    params = make(seed(data), shape)
+    testing.assert_matches_loop(lambda i: tf.gather(params, i, axis=1), n,
+                                parallel_iterations=chunk)
+
+
+# -- GatherNd ---------------------------------------------------------------------------
+@given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4), n=ITERS,
+       unknown=st.booleans())
+def test_gather_nd(data, shape, n, unknown):
+    depth = data.draw(st.integers(0, len(shape)))
+    batch = data.draw(st.lists(st.integers(0, 3), max_size=2))
+    stacked = flags(data, 2)
+    rng = seed(data)
+    params = arg(rng, shape, stacked[0], n)
+    lead = ([n] if stacked[1] else []) + batch
+    indices = np.stack([rng.integers(0, d, size=lead) for d in shape[:depth]], -1) \
+        if depth else np.zeros(lead + [0], np.int64)
+    check(tf.gather_nd, [params, indices.astype(np.int32)], stacked, n, unknown)
+
+
+# -- Slice ------------------------------------------------------------------------------
+@given(data=st.data(), shape=DIMS, n=ITERS, unknown=st.booleans())
+def test_slice(data, shape, n, unknown):
+    """Invariant or stacked starts; sizes may be -1 (to the end) where starts are
+    invariant. Stacked starts need static sizes (so no unknown-shape variant)."""
+    stacked = flags(data, 2)
+    rng = seed(data)
+    begins, sizes = [], []
+    for d in shape:
+        size = data.draw(st.integers(0 if stacked[1] else -1, d))
+        sizes.append(size)
+        top = d if size == -1 else d - size
+        begins.append(rng.integers(0, top + 1, size=[n] if stacked[1] else []))
+    begin = np.stack(begins, -1) if shape else np.zeros([n, 0] if stacked[1] else [0])
+    x = arg(rng, shape, stacked[0], n)
+    check(tf.slice, [x, begin.astype(np.int32), np.asarray(sizes, np.int32)],
+          stacked + [False], n, unknown and not stacked[1])
+
+
+@given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=2, max_size=3), n=ITERS)
+def test_slice_mixed_start(data, shape, n):
+    """A start packed from a constant and a per-iteration index: the constant part is
+    sliced once, the rest gathered."""
+    rng = seed(data)
+    first = rng.integers(0, shape[0], size=[n]).astype(np.int32)
+    x = make(rng, [n] + shape)
+
+    def loop_fn(i):
+        start = tf.stack([tf.gather(first, i)] + [1] * (len(shape) - 1))
+        return tf.slice(tf.gather(x, i), start, [1] + [d - 1 for d in shape[1:]])
+
+    testing.assert_matches_loop(loop_fn, n)
+
+
+# -- StridedSlice -----------------------------------------------------------------------
+@st.composite
+def slice_specs(draw, shape, stacked_indices):
+    """A Python index expression for ``shape``: ints, slices (negative and out-of-range
+    bounds, negative steps), at most one Ellipsis, new axes; with ``stacked_indices``
+    some ints become per-iteration indices (``("stacked", size)`` placeholders)."""
+    rank = len(shape)
+    kinds = [draw(st.sampled_from(["index", "slice"])) for _ in range(draw(st.integers(0, rank)))]
+    for _ in range(draw(st.integers(0, 2))):
+        kinds.insert(draw(st.integers(0, len(kinds))), "new")
+    if draw(st.booleans()) or not kinds:
+        kinds.insert(draw(st.integers(0, len(kinds))), "ellipsis")
+    before = kinds.index("ellipsis") if "ellipsis" in kinds else len(kinds)
+    first_after = rank - sum(k in ("index", "slice") for k in kinds[before:])
+    spec, dim = [], 0
+    for pos, kind in enumerate(kinds):
+        if pos == before:
+            dim = first_after
+        if kind == "ellipsis":
+            spec.append(Ellipsis)
+        elif kind == "new":
+            spec.append(tf.newaxis)
+        else:
+            d = shape[dim]
+            dim += 1
+            if kind == "index" and d > 0:
+                if stacked_indices and draw(st.booleans()):
+                    spec.append(("stacked", d))
+                else:
+                    spec.append(draw(st.integers(-d, d - 1)))
+            else:
+                bound = st.none() | st.integers(-d - 1, d + 1)
+                step = draw(st.sampled_from([None, 1, 2, -1, -2]))
+                spec.append(slice(draw(bound), draw(bound), step))
+    return spec
+
+
+def _strided_slice_args(shape, spec):
+    """Bounds (as arrays) and masks of the StridedSlice that ``x[spec]`` builds."""
+    with tf.Graph().as_default():
+        op = tf.compat.v1.placeholder(tf.int32, shape)[tuple(spec)].op
+    if op.type != "StridedSlice":
+        return None
+    bounds = [tf.get_static_value(t) for t in op.inputs[1:]]
+    masks = {k: op.get_attr(k) for k in ("begin_mask", "end_mask", "ellipsis_mask",
+                                         "new_axis_mask", "shrink_axis_mask")}
+    return bounds, masks
+
+
+@given(data=st.data(), shape=DIMS, n=ITERS, x_stacked=st.booleans(), unknown=st.booleans())
+@settings(max_examples=50)
+def test_strided_slice(data, shape, n, x_stacked, unknown):
+    """Python indexing with every mask, also with bounds of unknown value; indices may
+    be per-iteration (x[i], x[:, i]), which must not fall back either."""
+    spec = data.draw(slice_specs(shape, stacked_indices=True))
+    rng = seed(data)
+    # Each per-iteration index takes any valid value, negative ones included.
+    tables = [rng.integers(-s[1], s[1], size=[n]).astype(np.int32)
+              for s in spec if isinstance(s, tuple)]
+    x_stacked = x_stacked or not tables
+    x = arg(rng, shape, x_stacked, n, np.int32)
+
+    def index(a, *rows):
+        rows = iter(rows)
+        return tf.convert_to_tensor(a)[tuple(next(rows) if isinstance(s, tuple) else s for s in spec)]
+
+    plain = None if tables else _strided_slice_args(shape, spec)
+    if plain is None:
+        check(index, [x] + tables, [x_stacked] + [True] * len(tables), n, unknown)
+    else:
+        bounds, masks = plain
+        check(lambda a, b, e, s: tf.strided_slice(a, b, e, s, **masks), [x] + bounds,
+              [True, False, False, False], n, unknown)
+
+
+def test_strided_slice_stacked_range_bound_declines():
+    x = tf.reshape(tf.range(15), [3, 5])
+
+    def loop_fn(i):
+        return x[:, i:i + 2]
+
+    with pytest.raises(pf.ConversionError, match="StridedSlice"):
+        pf.pfor(loop_fn, 3, fallback="error")
+    testing.assert_matches_loop(loop_fn, 3, fallback="loop")
+
+
+@pytest.mark.parametrize("case", ["slice_size", "pad", "roll"])
+def test_stacked_shape_arguments_fall_back(case):
+    """Per-iteration sizes, paddings and shifts are declined (or have no converter);
+    the fallback loop still gives the right result."""
+    x = tf.reshape(tf.range(24.0), [4, 6])
+    table = tf.constant([[1, 2], [2, 1], [0, 3]])  # rows that differ per iteration
+
+    def loop_fn(i):
+        row = tf.gather(table, i)
+        if case == "slice_size":
+            return tf.slice(x, [0, 0], tf.gather(tf.constant([[2, 3]] * 3), i))
+        if case == "pad":
+            return tf.pad(x, tf.stack([row, row[::-1]]))
+        return tf.roll(x, row, [0, 1])
+
+    with pytest.raises(pf.ConversionError):
+        pf.pfor(loop_fn, 3, fallback="error")
+    testing.assert_matches_loop(loop_fn, 3, fallback="loop")
+
+
+@given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=3), n=ITERS)
+def test_strided_slice_stacked_end_unread(data, shape, n):
+    """Only the end is stacked and every axis masks or ignores it (shrunk axes read
+    only their start)."""
+    rng = seed(data)
+    x = make(rng, [n] + shape)
+    shrink = data.draw(st.integers(0, 2 ** len(shape) - 1))
+    begin = [data.draw(st.integers(-d, d - 1)) for d in shape]
+    ends = rng.integers(-3, 3, size=[n, len(shape)]).astype(np.int32)
+    x_stacked = data.draw(st.booleans())
+    shared = make(rng, shape)
+    unshrunk = (2 ** len(shape) - 1) & ~shrink
+
+    def loop_fn(i):
+        value = tf.gather(x, i) if x_stacked else shared
+        return tf.strided_slice(value, begin, tf.gather(ends, i), end_mask=unshrunk,
+                                shrink_axis_mask=shrink)
+
+    testing.assert_matches_loop(loop_fn, n)
+
+
+# -- pads, reverses, rolls --------------------------------------------------------------
+@given(data=st.data(), shape=DIMS, n=ITERS, unknown=st.booleans(),
+       mode=st.sampled_from(["CONSTANT", "CONSTANT_VALUE", "REFLECT", "SYMMETRIC"]))
+def test_pad(data, shape, n, unknown, mode):
+    """Also with iters known only at run time, where REFLECT must cope with n == 0."""
+    if mode == "REFLECT":
+        shape = [max(d, 1) for d in shape]  # REFLECT needs each axis longer than its pads
+    top = {"REFLECT": -1, "SYMMETRIC": 0}.get(mode)
+    paddings = [[data.draw(st.integers(0, 2 if top is None else d + top))
+                 for _ in range(2)] for d in shape]
+    paddings = np.asarray(paddings, np.int32).reshape([len(shape), 2])
+    x = arg(seed(data), shape, True, n)
+    if mode == "CONSTANT_VALUE":
+        op = lambda a, p: tf.pad(a, p, constant_values=1.5)  # noqa: E731
+    else:
+        op = lambda a, p: tf.pad(a, p, mode=mode)  # noqa: E731
+    check(op, [x, paddings], [True, False], n, unknown)
+
+
+@pytest.mark.parametrize("n", [0, 2])
+def test_reflect_pad_with_iters_known_at_run_time(n):
+    """REFLECT pads need every axis longer than its padding, the stacked one too."""
+    x = np.arange(n * 6, dtype=np.float32).reshape([n, 2, 3])
+    loop_fn = testing.loop_fn_for(lambda a: tf.pad(a, [[1, 0], [2, 1]], mode="REFLECT"),
+                                  [x], [True])
+    testing.assert_matches_loop(loop_fn, n, graph=True)
+
+
+@given(data=st.data(), shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), n=ITERS,
+       unknown=st.booleans())
+def test_reverse_and_roll(data, shape, n, unknown):
+    rank = len(shape)
+    axes = data.draw(st.lists(st.integers(0, rank - 1), unique=True))
+    axes = [a - rank if data.draw(st.booleans()) else a for a in axes]
+    shifts = np.asarray([data.draw(st.integers(-5, 5)) for _ in axes], np.int32)
+    axes = np.asarray(axes, np.int32)
+    x = arg(seed(data), shape, True, n)
+    check(lambda a, s, k: (tf.reverse(a, k), tf.roll(a, s, k)), [x, shifts, axes],
+          [True, False, False], n, unknown)

@@ -1,0 +1,132 @@
+"""The ``pfor`` command line: ``pfor packs`` and ``pfor ops``."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import pfor_core as pf
+from pfor_core import cli
+from pfor_core.registry import IN_PROCESS
+
+PACKS = ("pfor-controlflow", "pfor-converters-math", "pfor-converters-nn",
+         "pfor-converters-state")
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return out
+
+
+def run_json(capsys, *argv):
+    return json.loads(run(capsys, *argv, "--json"))
+
+
+def test_packs_table_lists_the_four_packs_as_loaded(capsys):
+    lines = run(capsys, "packs").splitlines()
+    assert lines[0].split()[:4] == ["pack", "version", "api", "status"]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    for name in PACKS:
+        info = {p.name: p for p in pf.default_registry().packs}[name]
+        assert rows[name][1:5] == [info.version, str(pf.CONVERTER_API_VERSION), "loaded",
+                                   str(info.converters)]
+
+
+def test_packs_json(capsys):
+    packs = {p["name"]: p for p in run_json(capsys, "packs")}
+    for name in PACKS:
+        assert packs[name]["status"] == "loaded"
+        assert packs[name]["api_version"] == pf.CONVERTER_API_VERSION
+        assert packs[name]["reason"] == ""
+
+
+def test_console_script_lists_packs():
+    script = pathlib.Path(sys.executable).with_name("pfor")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "pfor_core.cli"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("PFOR_DISABLE_PLUGIN_AUTOLOAD", None)
+    done = subprocess.run(command + ["packs"], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    status = {line.split()[0]: line.split()[3] for line in done.stdout.splitlines()[2:]}
+    assert all(status[name] == "loaded" for name in PACKS), done.stdout
+
+
+def test_ops_json_lists_gather_from_math(capsys):
+    rows = {r["op_type"]: r for r in run_json(capsys, "ops")}
+    assert list(rows) == sorted(rows)
+    gather = rows["GatherV2"]
+    assert gather["pack"] == "pfor-converters-math"
+    assert gather["version"] == pf.default_registry().winner("GatherV2").version
+    assert gather["converter"] and gather["entries"][0]["status"] == "winner"
+    assert set(rows) == set(pf.default_registry().op_types())
+
+
+def test_ops_table_and_pack_filter(capsys):
+    table = run(capsys, "ops")
+    assert any(line.split()[:2] == ["GatherV2", "pfor-converters-math"]
+               for line in table.splitlines())
+    # Distribution names match with '-' and '_' alike.
+    rows = run_json(capsys, "ops", "--pack", "pfor_converters_math")
+    assert "GatherV2" in {r["op_type"] for r in rows}
+    assert {e["pack"] for r in rows for e in r["entries"]} == {"pfor-converters-math"}
+    assert cli.main(["ops", "--pack", "no-such-pack"]) == 1
+    assert "no-such-pack" in capsys.readouterr().err
+
+
+@pytest.fixture
+def override_gather():
+    """An in-process GatherV2 converter that beats every pack's (then removed)."""
+    def mine(ctx):
+        return ctx.decline("listing test only")
+
+    top = max(e.priority for e in pf.default_registry().entries("GatherV2"))
+    pf.register_converter("GatherV2", priority=top + 1)(mine)
+    yield mine
+    pf.default_registry().remove("GatherV2", mine)
+
+
+def test_ops_shows_winner_and_shadowed(capsys, override_gather):
+    gather = {r["op_type"]: r for r in run_json(capsys, "ops")}["GatherV2"]
+    assert (gather["pack"], gather["converter"]) == (IN_PROCESS, override_gather.__qualname__)
+    statuses = {e["pack"]: e["status"] for e in gather["entries"]}
+    assert statuses[IN_PROCESS] == "winner"
+    # inputs=None accepts every pattern, so the math pack's entries are shadowed.
+    assert statuses["pfor-converters-math"] == "shadowed"
+    table = run(capsys, "ops", "--pack", "pfor-converters-math")
+    assert any(line.startswith("GatherV2") and line.split()[-1] == "shadowed"
+               for line in table.splitlines())
+
+
+def test_alternative_is_not_shadowed():
+    from pfor_core.registry import ConverterEntry
+
+    def entry(inputs):
+        return ConverterEntry(op_type="Op", fn=len, inputs=inputs, priority=0, pack="p",
+                              version="", seq=0)
+
+    assert cli._describe(entry("SU"), 1, [entry("S*")])["status"] == "shadowed"
+    assert cli._describe(entry("S*"), 1, [entry("SU")])["status"] == "alternative"
+    assert cli._describe(entry("SSSSSSSS"), 1, [entry("SU")])["status"] == "alternative"
+    assert cli._describe(entry("SS..."), 1, [entry("S...")])["status"] == "shadowed"
+
+
+def test_missing_lists_tf_ops_we_do_not_convert(capsys):
+    missing = run_json(capsys, "ops", "--missing")
+    ours = set(pf.default_registry().op_types())
+    assert missing and missing == sorted(missing)
+    assert not set(missing) & ours
+    assert set(missing) <= set(cli.tensorflow_op_types())
+    assert "Identity" not in missing  # the walk passes identity-like ops through itself
+    text = run(capsys, "ops", "--missing")
+    assert text.split() == missing
+
+
+def test_no_command_prints_help(capsys):
+    assert cli.main([]) == 2
+    assert "packs" in capsys.readouterr().out
