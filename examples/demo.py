@@ -165,7 +165,7 @@ def run_case(case: Case, budget: float) -> dict:
     reference = python_loop(case)
     status, mode = check(case, reference)
     row = {"body": case.name, "n": int(case.args[0].shape[0]), "status": status,
-           "pfor": None, "vmap_tf": None, "pfor_note": "" if mode == "error" else "*"}
+           "pfor": None, "vmap_tf": None, "pfor_note": "*" if mode == "loop" else ""}
     row["loop"] = time_per_call({"loop": python_loop}, case, budget=budget,
                                 max_calls=20)["loop"]
     fns = {"map_fn": map_fn_runner(case)}

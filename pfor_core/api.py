@@ -102,10 +102,20 @@ def _convert_chunked(body, n, n_static, k, options, records):
                            parallel_iterations=1)
     outs = []
     for array, original in zip(result[1:], body.outputs):
-        t = array.concat()
+        t = _concat_chunks(array, chunks, original)
         t.set_shape(tf.TensorShape([n_static]).concatenate(original.shape))
         outs.append(t)
     return outs
+
+
+def _concat_chunks(array, chunks, original):
+    """Concatenate the chunks' outputs; with no chunk (n == 0 at run time) an empty
+    tensor, whose unknown per-iteration dimensions are taken as 0."""
+    if original.shape.is_fully_defined():
+        return array.concat()
+    empty_shape = [0] + [d if d is not None else 0 for d in original.shape.as_list()] \
+        if original.shape.rank is not None else [0]
+    return tf.cond(chunks > 0, array.concat, lambda: tf.zeros(empty_shape, original.dtype))
 
 
 @do_not_convert

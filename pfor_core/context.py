@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 import tensorflow as tf
 
 from pfor_core import emit as _emit
+from pfor_core import shapes
 from pfor_core.layout import Invariant, Layout, Stacked
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,6 +97,12 @@ class ConvertContext:
     def stacked(self, k: int) -> tf.Tensor:
         """Input ``k`` as a stacked tensor ``[n, ...]``, broadcasting an invariant one."""
         return self.stack(self.inputs[k])
+
+    def dims(self, value) -> list:
+        """Dimensions of a stacked value (or stacked tensor): ints where static,
+        scalar tensors where not, axis 0 taken from ``n`` (cheap to infer)."""
+        tensor = value.tensor if isinstance(value, (Stacked, Invariant)) else value
+        return shapes.dims(tensor, self.n)
 
     def stack(self, value: Layout) -> tf.Tensor:
         if value.is_stacked:

@@ -10,15 +10,28 @@ from __future__ import annotations
 import tensorflow as tf
 
 
-def dims(tensor: tf.Tensor) -> list:
-    """Each dimension as a Python int where static, else a scalar int32 tensor."""
+def dims(tensor: tf.Tensor, n=None) -> list:
+    """Each dimension as a Python int where static, else a scalar int32 tensor.
+
+    Pass ``n=ctx.n`` for a stacked tensor: its axis 0 is then taken from the loop
+    length instead of ``tf.shape`` of the tensor. That matters when n is known only at
+    run time: a shape read off a deep tensor makes TensorFlow's shape inference walk
+    the whole graph above it for every reshape (quadratic conversion time).
+    """
     static = tensor.shape.as_list() if tensor.shape.rank is not None else None
     if static is None:
         raise ValueError("rank must be known statically")
+    if n is not None and static and static[0] is None:
+        n_static = tf.get_static_value(n)
+        static[0] = int(n_static) if n_static is not None else None
+        if static[0] is None and all(d is not None for d in static[1:]):
+            return [tf.cast(n, tf.int32)] + static[1:]
     if all(d is not None for d in static):
         return static
     dynamic = tf.shape(tensor, out_type=tf.int32)
-    return [d if d is not None else dynamic[k] for k, d in enumerate(static)]
+    first = [tf.cast(n, tf.int32)] if n is not None and static[0] is None else []
+    return first + [d if d is not None else dynamic[k]
+                    for k, d in enumerate(static) if not (first and k == 0)]
 
 
 def shape_tensor(parts: list) -> tf.Tensor | list:
@@ -39,15 +52,15 @@ def reshape(tensor: tf.Tensor, parts: list) -> tf.Tensor:
     return tf.reshape(tensor, shape_tensor(parts))
 
 
-def merge_leading(tensor: tf.Tensor, count: int = 2) -> tf.Tensor:
+def merge_leading(tensor: tf.Tensor, count: int = 2, n=None) -> tf.Tensor:
     """Fold the first ``count`` dimensions into one: [n, b, ...] -> [n*b, ...]."""
-    d = dims(tensor)
+    d = dims(tensor, n)
     return reshape(tensor, [product(d[:count])] + d[count:])
 
 
 def split_leading(tensor: tf.Tensor, n) -> tf.Tensor:
     """Undo ``merge_leading``: [n*b, ...] -> [n, b, ...]."""
-    d = dims(tensor)
+    d = dims(tensor)  # axis 0 is n*b here, not n
     if isinstance(n, int) and isinstance(d[0], int) and n:
         first = [n, d[0] // n]
     else:
@@ -55,13 +68,13 @@ def split_leading(tensor: tf.Tensor, n) -> tf.Tensor:
     return reshape(tensor, first + d[1:])
 
 
-def insert_axes(stacked: tf.Tensor, rank: int) -> tf.Tensor:
+def insert_axes(stacked: tf.Tensor, rank: int, n=None) -> tf.Tensor:
     """Give a stacked value per-iteration rank ``rank`` by adding size-1 axes after the
     stacked axis, so that it broadcasts against others of that rank."""
     have = stacked.shape.rank - 1
     if have >= rank:
         return stacked
-    d = dims(stacked)
+    d = dims(stacked, n)
     return reshape(stacked, d[:1] + [1] * (rank - have) + d[1:])
 
 

@@ -61,12 +61,16 @@ def reshape_targets(draw, shape, minus_one=True):
     return target
 
 
-@given(data=st.data(), shape=DIMS, n=ITERS, graph=st.booleans())
-def test_reshape(data, shape, n, graph):
+@given(data=st.data(), shape=DIMS, n=st.integers(0, 5), graph=st.booleans(),
+       chunk=st.sampled_from([None, 2]))
+@settings(max_examples=30)
+def test_reshape(data, shape, n, graph, chunk):
+    """Also with iters known only at run time and in chunks (the last one shorter)."""
     target = data.draw(reshape_targets(shape))
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
     x = arg(rng, shape, True, n)
-    testing.assert_matches_loop(lambda i: tf.reshape(tf.gather(x, i), target), n, graph=graph)
+    testing.assert_matches_loop(lambda i: tf.reshape(tf.gather(x, i), target), n, graph=graph,
+                                parallel_iterations=chunk)
 
 
 @given(data=st.data(), shape=DIMS.filter(lambda s: len(s) >= 1 and 0 not in s), n=ITERS,
@@ -87,7 +91,7 @@ def test_reshape_stacked_target_proven_static(data, shape, n, x_stacked):
 
 
 @given(data=st.data(), shape=DIMS, n=ITERS, known_target=st.booleans())
-@settings(max_examples=10)
+@settings(max_examples=20)
 def test_reshape_unknown_static_shapes(data, shape, n, known_target):
     """Inside a tf.function whose inputs have unknown dims (and an unknown target
     value), -1 is resolved at run time."""
@@ -166,12 +170,17 @@ def test_shape_queries_are_invariant(data, shapes, n, out_type, unknown):
         testing.check_op(queries, args, stacked=stacked, n=n)
 
 
-@given(data=st.data(), dims=DIMS, n=ITERS, unknown=st.booleans())
-def test_fill(data, dims, n, unknown):
+@given(data=st.data(), dims=DIMS, n=st.integers(0, 5), unknown=st.booleans(),
+       chunk=st.sampled_from([None, 2]))
+def test_fill(data, dims, n, unknown, chunk):
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
     value = arg(rng, [], True, n)
-    check(lambda v, d: tf.fill(d, v), [value, np.asarray(dims, np.int32)], [True, False], n,
-          unknown)
+    if chunk:
+        testing.assert_matches_loop(lambda i: tf.fill(dims, tf.gather(value, i)), n,
+                                    graph=True, parallel_iterations=chunk)
+    else:
+        check(lambda v, d: tf.fill(d, v), [value, np.asarray(dims, np.int32)], [True, False],
+              n, unknown)
 
 
 @given(data=st.data(), target=DIMS, n=ITERS, stacked=st.sampled_from(["x", "shape", "both"]))
@@ -232,6 +241,7 @@ def test_tile_stacked_multiples_on_empty_axes(data, shape, n, x_stacked):
 @given(data=st.data(), shape=st.lists(st.integers(0, 3), max_size=3), n=ITERS,
        depth=st.integers(0, 4), dtype=st.sampled_from([np.float32, np.int32]),
        unknown=st.booleans())
+@settings(max_examples=30)
 def test_one_hot(data, shape, n, depth, dtype, unknown):
     axis = data.draw(st.integers(-1, len(shape)))
     stacked = [data.draw(st.booleans()) for _ in range(3)]

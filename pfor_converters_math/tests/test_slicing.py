@@ -50,7 +50,7 @@ def seed(data):
 # -- GatherV2 ---------------------------------------------------------------------------
 @given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4), n=ITERS,
        unknown=st.booleans())
-@settings(max_examples=40)
+@settings(max_examples=60)
 def test_gather(data, shape, n, unknown):
     rank = len(shape)
     batch_dims = data.draw(st.integers(0, rank - 1))
@@ -140,12 +140,13 @@ def test_slice_mixed_start(data, shape, n):
 
 # -- StridedSlice -----------------------------------------------------------------------
 @st.composite
-def slice_specs(draw, shape, stacked_indices):
+def slice_specs(draw, shape):
     """A Python index expression for ``shape``: ints, slices (negative and out-of-range
-    bounds, negative steps), at most one Ellipsis, new axes; with ``stacked_indices``
-    some ints become per-iteration indices (``("stacked", size)`` placeholders)."""
+    bounds, negative steps), at most one Ellipsis, new axes; some ints become
+    per-iteration indices (``("stacked", size)`` placeholders)."""
     rank = len(shape)
-    kinds = [draw(st.sampled_from(["index", "slice"])) for _ in range(draw(st.integers(0, rank)))]
+    count = draw(st.integers(0, rank))
+    kinds = [draw(st.sampled_from(["index", "slice"])) for _ in range(count)]
     for _ in range(draw(st.integers(0, 2))):
         kinds.insert(draw(st.integers(0, len(kinds))), "new")
     if draw(st.booleans()) or not kinds:
@@ -164,7 +165,7 @@ def slice_specs(draw, shape, stacked_indices):
             d = shape[dim]
             dim += 1
             if kind == "index" and d > 0:
-                if stacked_indices and draw(st.booleans()):
+                if draw(st.booleans()):
                     spec.append(("stacked", d))
                 else:
                     spec.append(draw(st.integers(-d, d - 1)))
@@ -188,11 +189,11 @@ def _strided_slice_args(shape, spec):
 
 
 @given(data=st.data(), shape=DIMS, n=ITERS, x_stacked=st.booleans(), unknown=st.booleans())
-@settings(max_examples=50)
+@settings(max_examples=100)
 def test_strided_slice(data, shape, n, x_stacked, unknown):
     """Python indexing with every mask, also with bounds of unknown value; indices may
     be per-iteration (x[i], x[:, i]), which must not fall back either."""
-    spec = data.draw(slice_specs(shape, stacked_indices=True))
+    spec = data.draw(slice_specs(shape))
     rng = seed(data)
     # Each per-iteration index takes any valid value, negative ones included.
     tables = [rng.integers(-s[1], s[1], size=[n]).astype(np.int32)
@@ -202,7 +203,8 @@ def test_strided_slice(data, shape, n, x_stacked, unknown):
 
     def index(a, *rows):
         rows = iter(rows)
-        return tf.convert_to_tensor(a)[tuple(next(rows) if isinstance(s, tuple) else s for s in spec)]
+        key = tuple(next(rows) if isinstance(s, tuple) else s for s in spec)
+        return tf.convert_to_tensor(a)[key]
 
     plain = None if tables else _strided_slice_args(shape, spec)
     if plain is None:

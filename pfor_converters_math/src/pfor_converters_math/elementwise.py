@@ -44,7 +44,7 @@ def _out_shape(ctx) -> list:
     """The stacked output shape ``[n, ...]`` of an op whose inputs share one shape,
     taken from the highest-rank input (static where known)."""
     widest = max(ctx.inputs, key=lambda v: (v.shape.rank, v.is_stacked))
-    d = shapes.dims(widest.tensor)
+    d = shapes.dims(widest.tensor, ctx.n if widest.is_stacked else None)
     n = ctx.n if ctx.n_static is None else ctx.n_static
     return d if widest.is_stacked else [n] + d
 
@@ -63,7 +63,7 @@ def _broadcast_all(ctx, keep_scalars: bool) -> list[tf.Tensor]:
         elif not v.is_stacked and keep_scalars and v.shape.rank == 0:
             out.append(v.tensor)
         else:
-            t = shapes.insert_axes(v.tensor, rank) if v.is_stacked else v.tensor
+            t = shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked else v.tensor
             out.append(tf.broadcast_to(t, shapes.shape_tensor(target)))
     return out
 
@@ -101,7 +101,7 @@ def convert_clip(ctx):
 
     if t.is_stacked and fits(lo) and fits(hi):
         return Stacked(tensor=ctx.emit(t.tensor, lo.tensor, hi.tensor)[0])
-    t_, lo_, hi_ = (shapes.insert_axes(v.tensor, rank) if v.is_stacked else v.tensor
+    t_, lo_, hi_ = (shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked else v.tensor
                     for v in ctx.inputs)
     return Stacked(tensor=tf.maximum(tf.minimum(t_, hi_), lo_))
 
@@ -118,9 +118,9 @@ def convert_select(ctx):
     rank = max(t.shape.rank, e.shape.rank)
     c = cond.tensor
     if cond.shape.rank < rank and (cond.is_stacked or cond.shape.rank):
-        d = shapes.dims(c)
+        d = shapes.dims(c, ctx.n if cond.is_stacked else None)
         c = shapes.reshape(c, d + [1] * (rank - cond.shape.rank))
-    tensors = [shapes.insert_axes(v, rank) if layout.is_stacked else v
+    tensors = [shapes.insert_axes(v, rank, ctx.n) if layout.is_stacked else v
                for v, layout in zip((c, t.tensor, e.tensor), ctx.inputs)]
     return Stacked(tensor=ctx.emit(*tensors, op_type="SelectV2")[0])
 

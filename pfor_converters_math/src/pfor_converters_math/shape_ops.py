@@ -54,13 +54,14 @@ def prepend(value, first):
     return tf.concat([tf.constant(head, dtype=value.dtype), value.tensor], 0)
 
 
-def leading(tensor):
-    """The stacked dimension of ``tensor`` (int where static, else a scalar tensor)."""
+def leading(ctx, tensor):
+    """The stacked dimension of ``tensor``: an int where static, else ``ctx.n`` (not
+    ``tf.shape`` of a deep tensor, whose inference walks the whole graph above it)."""
     static = tensor.shape[0] if tensor.shape.rank is not None else None
-    return static if static is not None else tf.shape(tensor, out_type=tf.int32)[0]
+    return static if static is not None else ctx.n
 
 
-def with_leading(n, target, dtype=tf.int32):
+def with_leading(n, target):
     """The shape ``[n] + target``; ``target`` a list of ints or a 1-D tensor."""
     if isinstance(target, (list, tuple)):
         return shapes.shape_tensor([n] + list(target))
@@ -98,7 +99,7 @@ def convert_reshape(ctx):
         return Invariant(tensor=tf.reshape(x.tensor, target))
     if target is None:
         target = _resolve_minus_one(x.tensor, sizes.tensor)
-    return Stacked(tensor=tf.reshape(x.tensor, with_leading(leading(x.tensor), target)))
+    return Stacked(tensor=tf.reshape(x.tensor, with_leading(leading(ctx, x.tensor), target)))
 
 
 # -- permutations and axes ------------------------------------------------------------
@@ -133,7 +134,8 @@ def convert_squeeze(ctx):
         dims = [k for k, d in enumerate(shape.as_list()) if d == 1]
         if not dims:
             return Stacked(tensor=x.tensor)
-    return Stacked(tensor=ctx.emit(x.tensor, attrs={"squeeze_dims": [shift_axis(d) for d in dims]})[0])
+    squeezed = [shift_axis(d) for d in dims]
+    return Stacked(tensor=ctx.emit(x.tensor, attrs={"squeeze_dims": squeezed})[0])
 
 
 # -- shape queries: invariant results ---------------------------------------------------
@@ -191,7 +193,7 @@ def convert_fill(ctx):
         return ctx.decline("per-iteration dims are stacked")
     if not value.is_stacked:
         return Invariant(tensor=tf.fill(target, value.tensor))
-    n = leading(value.tensor)
+    n = leading(ctx, value.tensor)
     rank = _rank_of(target)
     ones = [1] * rank if rank is not None else tf.ones_like(target)
     rows = tf.reshape(value.tensor, with_leading(n, ones))
@@ -207,12 +209,13 @@ def convert_broadcast_to(ctx):
         return Invariant(tensor=tf.broadcast_to(x.tensor, target))
     rank = _rank_of(target)
     if rank is not None:
-        rows = shapes.insert_axes(x.tensor, rank)
+        rows = shapes.insert_axes(x.tensor, rank, ctx.n)
     else:  # align x with the target from the right: size-1 axes after the stacked one
-        have = tf.shape(x.tensor, out_type=target.dtype)
+        have = tf.shape(x.tensor, out_type=target.dtype)[1:]
         ones = tf.ones([tf.size(target) - x.shape.rank], dtype=target.dtype)
-        rows = tf.reshape(x.tensor, tf.concat([have[:1], ones, have[1:]], 0))
-    return Stacked(tensor=tf.broadcast_to(rows, with_leading(leading(x.tensor), target)))
+        rows = tf.reshape(x.tensor, with_leading(leading(ctx, x.tensor),
+                                                 tf.concat([ones, have], 0)))
+    return Stacked(tensor=tf.broadcast_to(rows, with_leading(leading(ctx, x.tensor), target)))
 
 
 def convert_tile(ctx):
@@ -246,8 +249,8 @@ def convert_one_hot(ctx):
     mask = ctx.emit(indices.tensor, depth.tensor, true, false,
                     attrs={"axis": axis, "T": tf.bool}, dtypes=[tf.bool])[0]
     rank = indices.shape.rank + 1
-    on_t = shapes.insert_axes(on.tensor, rank) if on.is_stacked else on.tensor
-    off_t = shapes.insert_axes(off.tensor, rank) if off.is_stacked else off.tensor
+    on_t = shapes.insert_axes(on.tensor, rank, ctx.n) if on.is_stacked else on.tensor
+    off_t = shapes.insert_axes(off.tensor, rank, ctx.n) if off.is_stacked else off.tensor
     return Stacked(tensor=tf.where(mask, on_t, off_t))
 
 

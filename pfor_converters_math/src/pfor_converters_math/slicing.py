@@ -84,10 +84,10 @@ def convert_gather_nd(ctx):
         return ctx.decline("indices rank unknown")
     # Index tuples [n, ..., k] become [n, ..., 1 + k] with the iteration number first.
     tuples = ctx.stacked(1)
-    n = shapes.dims(tuples)[0]
-    rows = tf.range(n, dtype=indices.dtype)
-    rows = shapes.reshape(rows, [n] + [1] * indices.shape.rank)
-    rows = tf.broadcast_to(rows, shapes.shape_tensor(shapes.dims(tuples)[:-1] + [1]))
+    dims = ctx.dims(tuples)
+    rows = tf.range(dims[0], dtype=indices.dtype)
+    rows = shapes.reshape(rows, dims[:1] + [1] * indices.shape.rank)
+    rows = tf.broadcast_to(rows, shapes.shape_tensor(dims[:-1] + [1]))
     return Stacked(tensor=ctx.emit(params.tensor, tf.concat([rows, tuples], -1))[0])
 
 
@@ -241,7 +241,9 @@ def _strided_slice_by_gather(ctx, plan):
     for j in reversed(gather):
         axis = axes[j] + int(stacked)
         index = begin.tensor[:, j]
-        size = tf.shape(out, out_type=index.dtype)[axis]
+        size = out.shape[axis]
+        if size is None:
+            size = tf.shape(out, out_type=index.dtype)[axis]
         index = tf.where(index < 0, index + size, index)
         if stacked:
             out = tf.gather(out, index, axis=axis, batch_dims=1)
