@@ -13,28 +13,64 @@ MatrixSolveLs, ...) get invariant batched inputs tiled; two cheaper special case
 
 Diag / DiagPart (the rank-2k tensor diagonal) become MatrixDiag / MatrixDiagPart on a
 flattened view: ``Diag(x) = reshape(MatrixDiag(flatten(x)), shape + shape)``.
+
+Not registered: the BatchMatrix* ops, SelfAdjointEig and MatrixExponential, which TF
+2.21 refuses to run (removed from GraphDefs long ago), and BandedTriangularSolve, whose
+kernel rejects an empty batch (n = 0).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core import Invariant, Stacked, patterns, shapes
 
 # Ops whose every input carries the (same) leading batch axes.
 _ALL_BATCHED = (
-    "MatrixInverse", "MatrixDeterminant", "LogMatrixDeterminant", "Cholesky", "Qr",
-    "Svd", "Eig", "SelfAdjointEigV2", "Lu", "MatrixLogarithm", "MatrixSquareRoot",
-    "MatrixSolve", "CholeskyGrad", "TridiagonalSolve", "TridiagonalMatMul",
-    "MatrixDiag", "MatrixDiagPart", "MatrixSetDiag",
+    "MatrixInverse", "MatrixDeterminant", "LogMatrixDeterminant", "Cholesky", "Qr", "Lu",
+    "MatrixLogarithm", "MatrixSquareRoot", "MatrixSolve", "CholeskyGrad",
+    "TridiagonalSolve", "TridiagonalMatMul", "MatrixDiag", "MatrixDiagPart", "MatrixSetDiag",
 )
 # Ops with trailing non-batch inputs (diagonal offsets, sizes, padding, bands, l2).
 _SOME_BATCHED = {
     "MatrixDiagV2": [0], "MatrixDiagV3": [0],
     "MatrixDiagPartV2": [0], "MatrixDiagPartV3": [0],
-    "MatrixSetDiagV2": [0, 1], "MatrixSetDiagV3": [0, 1],
     "MatrixBandPart": [0], "MatrixSolveLs": [0, 1],
 }
+# Decompositions whose vectors are optional: (flag attr, outputs that are then a
+# placeholder of shape [0], whatever the batch).
+_OPTIONAL_OUTPUTS = {"Svd": ("compute_uv", (1, 2)), "Eig": ("compute_v", (1,)),
+                     "SelfAdjointEigV2": ("compute_v", (1,))}
+
+
+def convert_optional_outputs(ctx):
+    """Batch-polymorphic, but skipped vector outputs stay the (invariant) placeholder."""
+    out = patterns.batch_polymorphic()(ctx)
+    flag, skipped = _OPTIONAL_OUTPUTS[ctx.op_type]
+    if ctx.attr(flag):
+        return out
+    return [Invariant(tensor=v.tensor) if k in skipped else v for k, v in enumerate(out)]
+
+
+def convert_set_diag(ctx):
+    """MatrixSetDiagV2/V3. TF's shape function rejects a band of diagonals when the
+    input's shape is not fully known (as with a run-time loop length), so that case is
+    composed instead: the diagonals laid out by MatrixDiagV3, picked by a band mask."""
+    if ctx.inputs[2].is_stacked:
+        return ctx.decline("the diagonal offsets k must be invariant")
+    matrix, diagonal, k = ctx.stacked(0), ctx.stacked(1), ctx.inputs[2].tensor
+    band = tf.get_static_value(k)
+    if matrix.shape.is_fully_defined() or band is None or np.size(band) == 1 \
+            or band[0] == band[1]:
+        return Stacked(tensor=ctx.emit(matrix, diagonal, k)[0])
+    rows, cols = ctx.dims(matrix)[-2:]
+    align = ctx.attr("align").decode() if ctx.has_attr("align") else "LEFT_LEFT"
+    laid = tf.raw_ops.MatrixDiagV3(diagonal=diagonal, k=k, num_rows=rows, num_cols=cols,
+                                   padding_value=tf.zeros([], matrix.dtype), align=align)
+    offset = tf.range(cols)[None, :] - tf.range(rows)[:, None]
+    mask = tf.logical_and(offset >= int(band[0]), offset <= int(band[1]))
+    return Stacked(tensor=tf.where(mask, laid, matrix))
 
 
 def convert_broadcasting_solve(ctx):
@@ -43,7 +79,7 @@ def convert_broadcasting_solve(ctx):
     if matrix.shape.rank is None or rhs.shape.rank is None:
         return ctx.decline("ranks must be known")
     rank = max(matrix.shape.rank, rhs.shape.rank)
-    tensors = [shapes.insert_axes(v.tensor, rank) if v.is_stacked else v.tensor
+    tensors = [shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked else v.tensor
                for v in (matrix, rhs)]
     return Stacked(tensor=ctx.emit(*tensors)[0])
 
@@ -63,7 +99,7 @@ def convert_solve_columns(ctx):
             or not matrix.shape[:-2].is_fully_defined()):
         return ctx.decline("needs equal, static batch axes on matrix and rhs")
     y = rhs.tensor
-    d = shapes.dims(y)  # [n, B..., M, K]
+    d = ctx.dims(y)  # [n, B..., M, K]
     rank = len(d)
     cols = tf.transpose(y, list(range(1, rank - 1)) + [0, rank - 1])  # [B..., M, n, K]
     cols = shapes.reshape(cols, d[1:-1] + [d[0] * d[-1]])
@@ -75,17 +111,13 @@ def convert_solve_columns(ctx):
     return Stacked(tensor=out)
 
 
-def _flat_size(value):
-    return shapes.product(shapes.dims(value.tensor)[1:])
-
-
 def convert_diag(ctx):
     """Diag of a rank-k value: MatrixDiag of its flattening, reshaped to rank 2k."""
     (x,) = ctx.inputs
     if x.shape.rank is None or x.shape.rank == 0:
         return ctx.decline("needs a known per-iteration rank of at least 1")
-    d = shapes.dims(x.tensor)
-    flat = x.tensor if len(d) == 2 else shapes.reshape(x.tensor, [d[0], _flat_size(x)])
+    d = ctx.dims(x)
+    flat = x.tensor if len(d) == 2 else shapes.reshape(x.tensor, [d[0], shapes.product(d[1:])])
     out = tf.linalg.diag(flat)
     if len(d) == 2:
         return Stacked(tensor=out)
@@ -98,7 +130,7 @@ def convert_diag_part(ctx):
     rank = x.shape.rank
     if rank is None or rank == 0 or rank % 2:
         return ctx.decline("needs a known, even per-iteration rank")
-    d = shapes.dims(x.tensor)
+    d = ctx.dims(x)
     half = d[1:1 + rank // 2]
     size = shapes.product(half)
     square = x.tensor if rank == 2 else shapes.reshape(x.tensor, [d[0], size, size])
@@ -113,6 +145,8 @@ def register(registry):
     registry.batch_polymorphic(_ALL_BATCHED)
     for op_type, batched in _SOME_BATCHED.items():
         registry.batch_polymorphic(op_type, batched_inputs=batched)
+    registry.add(["MatrixSetDiagV2", "MatrixSetDiagV3"], convert_set_diag, inputs="**U")
+    registry.add(list(_OPTIONAL_OUTPUTS), convert_optional_outputs, inputs="S")
     registry.add("MatrixTriangularSolve", convert_broadcasting_solve, inputs="**")
     registry.add(["MatrixSolve", "MatrixTriangularSolve"], convert_solve_columns,
                  inputs="US")

@@ -10,7 +10,9 @@ front of their subscripts and of the output's.
 A batch matmul is never emitted with an operand whose batch dimensions are all 1 (or
 absent) against a stacked one of rank 4 or more: TF 2.21's oneDNN CPU kernel computes
 that wrongly (``[4,1,8,16] @ [16,16]`` is off by ~1e31 or corrupts memory), so such
-invariant operands are folded as 2-D instead.
+invariant operands are folded as 2-D instead. When an invariant operand's batch dims
+are unknown until run time, the iteration axis is merged into the stacked operand's
+rows, so the kernel sees only the batch dims the body op itself had.
 """
 
 from __future__ import annotations
@@ -54,16 +56,16 @@ def _out_rank(ctx) -> int | None:
 def _pad_rank(ctx, tensor):
     """Give a stacked result the body op's per-iteration rank (size-1 batch axes)."""
     rank = _out_rank(ctx)
-    return shapes.insert_axes(tensor, rank) if rank is not None else tensor
+    return shapes.insert_axes(tensor, rank, ctx.n) if rank is not None else tensor
 
 
 def _stacked_times_matrix(ctx, x, y):
     """x stacked ``[n, B..., m, k]`` (flag applied by the op), y an invariant matrix:
     fold every leading axis of x into the rows of one 2-D product."""
-    fx, fy = _FLAGS[ctx.op_type]
+    fx, _ = _FLAGS[ctx.op_type]
     if ctx.attr(fx):
         x = _flip(ctx, x)
-    d = shapes.dims(x)
+    d = ctx.dims(x)
     rows = shapes.reshape(x, [shapes.product(d[:-1])] + d[-1:])
     out = ctx.emit(rows, y, attrs={fx: False})[0]
     return _pad_rank(ctx, shapes.reshape(out, d[:-1] + shapes.dims(out)[-1:]))
@@ -73,7 +75,7 @@ def _matrix_times_stacked(ctx, x, y):
     """x an invariant matrix, y stacked ``[n, B..., k, p]`` (or ``[..., p, k]`` when
     flagged): fold every leading axis of y into the columns of one 2-D product."""
     fx, fy = _FLAGS[ctx.op_type]
-    d = shapes.dims(y)
+    d = ctx.dims(y)
     rank = len(d)
     if ctx.attr(fy):
         # out_j^T = y_j-rows times op(x)^T: one product on y's rows, one transpose.
@@ -81,7 +83,7 @@ def _matrix_times_stacked(ctx, x, y):
         out = ctx.emit(rows, _conj(ctx, x), attrs={fx: False, fy: not ctx.attr(fx)})[0]
         out = shapes.reshape(out, d[:-1] + shapes.dims(out)[-1:])
         return _pad_rank(ctx, tf.linalg.matrix_transpose(out))
-    # a @ [y_0 | y_1 | ...]: the columns of every y_j side by side.
+    # x @ [y_0 | y_1 | ...]: the columns of every y_j side by side.
     cols = tf.transpose(y, [rank - 2] + list(range(rank - 2)) + [rank - 1])
     cols = shapes.reshape(cols, [d[-2], shapes.product(d[:-2] + d[-1:])])
     out = ctx.emit(x, cols)[0]
@@ -89,6 +91,24 @@ def _matrix_times_stacked(ctx, x, y):
     out = shapes.reshape(out, [m] + d[:-2] + d[-1:])
     out = tf.transpose(out, list(range(1, rank - 1)) + [0, rank - 1])
     return _pad_rank(ctx, out)
+
+
+def _iterations_into_rows(ctx, x, y):
+    """x stacked, y invariant with batch dims unknown until run time (they might all be
+    1: the oneDNN trap). The iteration axis moves next to x's rows and merges with them,
+    so the batch matmul broadcasts only the body op's own batch dims."""
+    fx, _ = _FLAGS[ctx.op_type]
+    if ctx.attr(fx):
+        x = _flip(ctx, x)
+    rank = max(x.shape.rank - 1, y.shape.rank)  # per-iteration rank of the result
+    x = shapes.insert_axes(x, rank, ctx.n)
+    d = ctx.dims(x)  # [n, B..., m, k]
+    x = tf.transpose(x, list(range(1, rank - 1)) + [0, rank - 1, rank])
+    x = shapes.reshape(x, d[1:-2] + [d[0] * d[-2], d[-1]])
+    out = ctx.emit(x, y, attrs={fx: False})[0]  # [B..., n*m, p]
+    od = shapes.dims(out)
+    out = shapes.reshape(out, od[:-2] + [d[0], d[-2], od[-1]])
+    return tf.transpose(out, [rank - 2] + list(range(rank - 2)) + [rank - 1, rank])
 
 
 def convert_matmul(ctx):
@@ -118,10 +138,14 @@ def convert_batch_matmul(ctx):
         matrix = _as_matrix(x)
         if matrix is not None:
             return Stacked(tensor=_matrix_times_stacked(ctx, matrix, y.tensor))
+    if ctx.op_type == "BatchMatMul":  # the first version does not broadcast
+        return Stacked(tensor=ctx.emit(ctx.stacked(0), ctx.stacked(1))[0])
+    if ctx.pattern == "SU" and not y.shape[:-2].is_fully_defined():
+        return Stacked(tensor=_iterations_into_rows(ctx, x.tensor, y.tensor))
     # Batch dims broadcast: stacked operands get size-1 axes after the iteration axis so
     # that invariant batch dims line up with per-iteration ones, never with the loop.
     rank = max(x.shape.rank, y.shape.rank)
-    tensors = [shapes.insert_axes(v.tensor, rank) if v.is_stacked else v.tensor
+    tensors = [shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked else v.tensor
                for v in (x, y)]
     return Stacked(tensor=ctx.emit(*tensors)[0])
 

@@ -42,8 +42,8 @@ def convert_sorted_segment(ctx):
     segments = _num_sorted_segments(ids.tensor)
     count = tf.cast(segments, ids.dtype) if isinstance(segments, tf.Tensor) else segments
     offset = ids.tensor[None, :] + _iterations(ctx, 2, ids.dtype) * count  # [n, d0]
-    d = shapes.dims(data.tensor)
-    out = ctx.emit(shapes.merge_leading(data.tensor),
+    d = ctx.dims(data)
+    out = ctx.emit(shapes.merge_leading(data.tensor, n=ctx.n),
                    shapes.reshape(offset, [shapes.product(d[:2])]))[0]
     return Stacked(tensor=shapes.reshape(out, [d[0], segments] + d[2:]))
 
@@ -63,13 +63,13 @@ def convert_unsorted_segment(ctx):
     total = tf.cast(n, num.dtype) * num.tensor
     stacked = ctx.stacked(0)
     out = ctx.emit(stacked, offset, total)[0]
-    return Stacked(tensor=shapes.reshape(out, [n, segments] + shapes.dims(stacked)[rank:]))
+    return Stacked(tensor=shapes.reshape(out, [n, segments] + ctx.dims(stacked)[rank:]))
 
 
 def _indices_with_iteration(ctx, k: int) -> tf.Tensor:
     """Input k (index tuples ``[..., r]``) stacked, each tuple prefixed by its iteration."""
     indices = ctx.stacked(k)
-    d = shapes.dims(indices)
+    d = ctx.dims(indices)
     column = tf.broadcast_to(_iterations(ctx, len(d), indices.dtype), d[:-1] + [1])
     return tf.concat([column, indices], axis=-1)
 

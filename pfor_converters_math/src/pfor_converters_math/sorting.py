@@ -30,14 +30,16 @@ def convert_bound(ctx):
     # Stacked sorted rows: each iteration's rows join the batch; invariant values are
     # tiled (they are needed once per iteration's rows).
     vals = ctx.stacked(1)
-    out = ctx.emit(shapes.merge_leading(sorted_inputs.tensor), shapes.merge_leading(vals))[0]
-    return Stacked(tensor=shapes.reshape(out, shapes.dims(vals)))
+    out = ctx.emit(shapes.merge_leading(sorted_inputs.tensor, n=ctx.n),
+                   shapes.merge_leading(vals, n=ctx.n))[0]
+    return Stacked(tensor=shapes.reshape(out, ctx.dims(vals)))
 
 
 def _bound_invariant_sorted(ctx, sorted_rows, values):
     """sorted ``[b, m]`` invariant, values ``[n, b, k]``: search ``[b, n*k]`` at once."""
-    d = shapes.dims(values)
-    if d[1] == 1:  # tf.searchsorted on vectors: a reshape suffices, no transposes
+    d = ctx.dims(values)
+    if isinstance(d[1], int) and d[1] == 1:
+        # tf.searchsorted on vectors: a reshape suffices, no transposes.
         out = ctx.emit(sorted_rows, shapes.reshape(values, [1, d[0] * d[2]]))[0]
         return shapes.reshape(out, d)
     cols = shapes.reshape(tf.transpose(values, [1, 0, 2]), [d[1], d[0] * d[2]])

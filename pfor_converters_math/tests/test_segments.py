@@ -1,0 +1,173 @@
+"""Property tests for segment reductions and scatters."""
+
+import numpy as np
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pfor_core as pf
+from pfor_core import testing
+
+# Tests that sample among many op types or attrs get more examples (each is cheap).
+MANY = 50
+
+
+def check(data, fn, args, *, stacked, n, unknown_shapes=True, **tolerance):
+    """check_op, eagerly, or inside a tf.function with the loop length a run-time tensor,
+    or inside one whose inputs have unknown dimensions (dynamic shapes)."""
+    modes = ["eager", "graph"] + ["unknown_shapes"] * unknown_shapes
+    mode = data.draw(st.sampled_from(modes), label="mode")
+    if mode != "unknown_shapes":
+        return testing.assert_matches_loop(testing.loop_fn_for(fn, args, stacked), n,
+                                           graph=mode == "graph", **tolerance)
+    args = [tf.convert_to_tensor(a) for a in args]
+    run = tf.function(
+        lambda *xs: pf.pfor(testing.loop_fn_for(fn, xs, stacked), n, fallback="error"),
+        input_signature=[tf.TensorSpec([None] * a.shape.rank, a.dtype) for a in args],
+        autograph=False)
+    got, expected = run(*args), testing.sequential(testing.loop_fn_for(fn, args, stacked), n)
+    for k, leaf in enumerate(tf.nest.flatten(got)):
+        if expected is None:
+            assert leaf.shape[0] == 0
+        else:
+            testing.assert_allclose(leaf, tf.nest.flatten(expected)[k], **tolerance)
+    return got
+
+
+iters = st.sampled_from([0, 1, 2, 3, 4, 3])
+DTYPES = [tf.float32, tf.float64, tf.int32]
+SORTED = [tf.math.segment_sum, tf.math.segment_mean, tf.math.segment_max,
+          tf.math.segment_min, tf.math.segment_prod]
+UNSORTED = [tf.math.unsorted_segment_sum, tf.math.unsorted_segment_max,
+            tf.math.unsorted_segment_min, tf.math.unsorted_segment_prod]
+
+
+def values(rng, shape, dtype):
+    return tf.cast(rng.integers(-4, 5, size=shape), dtype)
+
+
+def draw_dtype(data, op=None):
+    dtypes = [tf.float32, tf.float64] if op is tf.math.segment_mean else DTYPES
+    return data.draw(st.sampled_from(dtypes))
+
+
+@settings(max_examples=MANY)
+@given(st.data())
+def test_sorted_segments(data):
+    """Stacked data, invariant sorted ids (gaps leave empty segments)."""
+    op = data.draw(st.sampled_from(SORTED))
+    d0 = data.draw(st.integers(0, 5))
+    ids = sorted(data.draw(st.lists(st.integers(0, 3), min_size=d0, max_size=d0)))
+    rest = data.draw(st.lists(st.integers(0, 3), max_size=2))
+    dtype = draw_dtype(data, op)
+    id_type = data.draw(st.sampled_from([tf.int32, tf.int64]))
+    n = data.draw(iters)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x = values(rng, [n, d0] + rest, dtype)
+    ids = tf.constant(ids, id_type, shape=[d0])
+    check(data, op, [x, ids], stacked=[True, False], n=n)
+
+
+def test_sorted_segments_with_stacked_ids_decline():
+    """Per-iteration max(id)+1 may differ, so stacked ids are left to the fallback."""
+    x = tf.ones([3, 4])
+    ids = tf.constant([[0, 0, 1, 1], [0, 1, 1, 1], [0, 0, 0, 1]])
+    loop_fn = testing.loop_fn_for(tf.math.segment_sum, [x, ids], [True, True])
+    report = pf.explain(loop_fn, 3)
+    assert [r.op_type for r in report.fallbacks] == ["SegmentSum"]
+    testing.assert_matches_loop(loop_fn, 3, fallback="loop")
+
+
+@given(st.data())
+def test_sorted_segments_dynamic_ids(data):
+    """Ids computed in the body from an outer tensor whose value is not static."""
+    op = data.draw(st.sampled_from(SORTED))
+    d0 = data.draw(st.integers(1, 4))
+    ids = sorted(data.draw(st.lists(st.integers(0, 3), min_size=d0, max_size=d0)))
+    n = data.draw(iters)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x = values(rng, [n, d0, 2], tf.float32)
+    ids_var = tf.Variable(ids)  # read in the body: not a constant
+
+    def loop_fn(i):
+        return op(tf.gather(x, i), ids_var.read_value())
+
+    testing.assert_matches_loop(loop_fn, n, graph=True)
+
+
+@settings(max_examples=MANY)
+@given(st.data())
+def test_unsorted_segments(data):
+    op = data.draw(st.sampled_from(UNSORTED))
+    id_shape = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=2))
+    rest = data.draw(st.lists(st.integers(0, 3), max_size=1))
+    num = data.draw(st.integers(0, 4))
+    dtype = draw_dtype(data)
+    id_type = data.draw(st.sampled_from([tf.int32, tf.int64]))
+    stacked = data.draw(st.tuples(st.booleans(), st.booleans()).filter(any))
+    n = data.draw(iters)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x = values(rng, [n] * stacked[0] + id_shape + rest, dtype)
+    # -1 (dropped) and every valid segment.
+    ids = tf.constant(rng.integers(-1, num, size=[n] * stacked[1] + id_shape), id_type)
+    check(data, lambda a, b: op(a, b, num), [x, ids], stacked=stacked, n=n)
+
+
+def _scatter_case(data, rng, n, stacked, unique):
+    """Indices ``[I..., r]`` into a shape, updates ``[I..., shape[r:]]``."""
+    shape = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
+    depth = data.draw(st.integers(1, len(shape)))
+    count = data.draw(st.integers(0, 4))
+    cells = int(np.prod(shape[:depth]))
+    if unique:
+        count = min(count, cells)
+
+    def index_rows():
+        flat = rng.permutation(cells)[:count] if unique else rng.integers(0, cells, count)
+        return np.stack(np.unravel_index(flat, shape[:depth]), -1).reshape([count, depth])
+
+    index_lead = data.draw(st.sampled_from([[], [1]]))  # an extra index batch axis
+    rows = [index_rows() for _ in range(n if stacked[0] else 1)]
+    indices = np.stack(rows + [np.zeros([count, depth], int)])[:len(rows)]
+    indices = indices.reshape([n] * stacked[0] + index_lead + [count, depth])
+    updates_shape = [n] * stacked[1] + index_lead + [count] + shape[depth:]
+    return shape, indices, updates_shape
+
+
+@settings(max_examples=MANY)
+@given(st.data())
+def test_scatter_nd(data):
+    dtype = draw_dtype(data)
+    id_type = data.draw(st.sampled_from([tf.int32, tf.int64]))
+    stacked = data.draw(st.tuples(st.booleans(), st.booleans()).filter(any))
+    n = data.draw(iters)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    shape, indices, updates_shape = _scatter_case(data, rng, n, stacked, unique=False)
+    args = [tf.constant(indices, id_type), values(rng, updates_shape, dtype)]
+    check(data, lambda i, u: tf.scatter_nd(i, u, shape), args, stacked=stacked, n=n)
+
+
+TENSOR_SCATTERS = {
+    "update": tf.tensor_scatter_nd_update, "add": tf.tensor_scatter_nd_add,
+    "sub": tf.tensor_scatter_nd_sub, "max": tf.tensor_scatter_nd_max,
+    "min": tf.tensor_scatter_nd_min,
+    "non_aliasing_add": lambda t, i, u: tf.raw_ops.ScatterNdNonAliasingAdd(
+        input=t, indices=i, updates=u),
+}
+
+
+@settings(max_examples=MANY)
+@given(st.data())
+def test_tensor_scatter(data):
+    name = data.draw(st.sampled_from(sorted(TENSOR_SCATTERS)))
+    dtype = draw_dtype(data)
+    id_type = data.draw(st.sampled_from([tf.int32, tf.int64]))
+    stacked = data.draw(st.tuples(st.booleans(), st.booleans(), st.booleans()).filter(any))
+    n = data.draw(iters)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    # Update with repeated indices has no defined winner: keep indices unique there.
+    shape, indices, updates_shape = _scatter_case(data, rng, n, stacked[1:],
+                                                  unique=name == "update")
+    tensor = values(rng, [n] * stacked[0] + shape, dtype)
+    args = [tensor, tf.constant(indices, id_type), values(rng, updates_shape, dtype)]
+    check(data, TENSOR_SCATTERS[name], args, stacked=stacked, n=n)
