@@ -10,4 +10,7 @@ def pfor_converter_api_version():
 
 @pf.hookimpl
 def pfor_register_converters(registry):
-    """No converters yet; the pack installs, loads and is listed."""
+    """Register each op family's converters (more families: see the nn issue)."""
+    from pfor_converters_nn import bias
+
+    bias.register(registry)
