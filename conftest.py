@@ -9,9 +9,13 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 # Derandomized so CI is repeatable; few examples per test so the suite stays within
 # ~10 minutes on 2 cores (each example builds and runs TensorFlow graphs).
 settings.register_profile(
-    "pfor", max_examples=15, deadline=None, derandomize=True, print_blob=True,
+    "pfor", max_examples=40, deadline=None, derandomize=True, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.function_scoped_fixture])
+# A longer, randomized run for hunting bugs: PFOR_HYPOTHESIS_PROFILE=thorough.
+settings.register_profile(
+    "thorough", max_examples=200, deadline=None, derandomize=False, print_blob=True,
+    suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("PFOR_HYPOTHESIS_PROFILE", "pfor"))
 
 # pytest's importlib mode imports a test file's parent folders as packages; for

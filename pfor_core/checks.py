@@ -117,15 +117,20 @@ def run_eagerly(fn):
     try:
         return fn()
     except tf.errors.InvalidArgumentError as err:
-        text = str(err)
-        if "pfor: loop_fn returned values of different shapes" in text:
-            start = text.index("pfor: loop_fn returned")
-            end = text.find("(pad to a fixed size).", start)
-            end = len(text) if end < 0 else end + len("(pad to a fixed size).")
-            raise ValueError(text[start:end].replace("\\'", "'")) from err
-        if "TensorArray" in text and "shape" in text:
-            raise ValueError(
-                "loop_fn returned values of different shapes in different iterations; pfor "
-                "stacks outputs, so every iteration must return the same shape (pad or "
-                f"use a fixed size).\nTensorFlow said: {text.splitlines()[0]}") from err
+        raise_clear_error(err)
         raise
+
+
+def raise_clear_error(err) -> None:
+    """Raise a ValueError about the loop body if ``err`` is a ragged-shape error."""
+    text = str(err)
+    if "pfor: loop_fn returned values of different shapes" in text:
+        start = text.index("pfor: loop_fn returned")
+        end = text.find("(pad to a fixed size).", start)
+        end = len(text) if end < 0 else end + len("(pad to a fixed size).")
+        raise ValueError(text[start:end].replace("\\'", "'")) from err
+    if "TensorArray" in text and "shape" in text:
+        raise ValueError(
+            "loop_fn returned values of different shapes in different iterations; pfor "
+            "stacks outputs, so every iteration must return the same shape (pad or "
+            f"use a fixed size).\nTensorFlow said: {text.splitlines()[0]}") from err

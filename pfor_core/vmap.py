@@ -62,11 +62,14 @@ class _Vmapped:
     def __call__(self, *args):
         if not args:
             raise ValueError("a vmapped function needs at least one argument to map over")
-        args = tuple(tf.nest.map_structure(
-            lambda a: tf.convert_to_tensor(a) if not isinstance(a, tf.Tensor) else a, args))
-        if tf.executing_eagerly():
-            return checks.run_eagerly(lambda: self._batched(*args))
-        return self._batched(*args)
+        if not all(isinstance(a, tf.Tensor) for a in args):  # fast path: plain tensors
+            args = tuple(tf.nest.map_structure(
+                lambda a: a if isinstance(a, tf.Tensor) else tf.convert_to_tensor(a), args))
+        try:
+            return self._batched(*args)
+        except tf.errors.InvalidArgumentError as err:
+            checks.raise_clear_error(err)
+            raise
 
     def _run(self, *args):
         self.trace_count += 1
