@@ -78,17 +78,21 @@ def assert_matches_loop(loop_fn, iters: int, *, fallback: str = "error", rtol=No
                              autograph=False)
             got_graph = fn(tf.constant(iters))
     expected = sequential(loop_fn, iters)
+    assert_same_results(got, expected, rtol=rtol, atol=atol)
+    if graph:
+        assert_same_results(got_graph, expected, rtol=rtol, atol=atol, where=" (tf.function)")
+    return got
+
+
+def assert_same_results(got, expected, *, rtol=None, atol=None, where=""):
+    """Compare pfor's result with ``sequential``'s (None: no iteration ran)."""
     if expected is None:
         for leaf in tf.nest.flatten(got):
-            assert leaf.shape[0] == 0, f"iters=0 gave leading dimension {leaf.shape[0]}"
-        return got
+            assert leaf.shape[0] == 0, f"iters=0 gave leading dimension {leaf.shape[0]}{where}"
+        return
     tf.nest.assert_same_structure(got, expected)
     for k, (a, e) in enumerate(zip(tf.nest.flatten(got), tf.nest.flatten(expected))):
-        assert_allclose(a, e, rtol=rtol, atol=atol, what=f"output {k}")
-    if graph:
-        for k, (a, e) in enumerate(zip(tf.nest.flatten(got_graph), tf.nest.flatten(expected))):
-            assert_allclose(a, e, rtol=rtol, atol=atol, what=f"output {k} (tf.function)")
-    return got
+        assert_allclose(a, e, rtol=rtol, atol=atol, what=f"output {k}{where}")
 
 
 def _fallback_warning():
@@ -109,16 +113,56 @@ def loop_fn_for(op_fn, args, stacked, **kwargs):
     return loop_fn
 
 
-def check_op(op_fn, args, *, stacked, n: int, rtol=None, atol=None, **kwargs):
+# How ``check_op`` runs pfor: eagerly; inside a tf.function with iters a run-time
+# tensor; inside one whose inputs also have unknown dimensions (dynamic paths).
+MODES = ("eager", "graph", "unknown_shapes")
+
+
+def check_op(op_fn, args, *, stacked, n: int, rtol=None, atol=None, mode: str = "eager",
+             **kwargs):
     """Check ``op_fn(*args)`` under pfor for one invariance combination.
 
     ``stacked[k]`` says whether ``args[k]`` has a leading dimension of size ``n`` to be
-    sliced per iteration. Non-tensor args (ints, lists) must be marked False.
+    sliced per iteration. Non-tensor args (ints, lists) must be marked False. ``mode``
+    is one of ``MODES``.
     """
     if len(stacked) != len(args):
         raise ValueError(f"stacked has {len(stacked)} entries for {len(args)} args")
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r} is not one of {MODES}")
+    if mode == "unknown_shapes":
+        return check_op_unknown_shapes(op_fn, args, stacked=stacked, n=n, rtol=rtol,
+                                       atol=atol, **kwargs)
     return assert_matches_loop(loop_fn_for(op_fn, args, stacked, **kwargs), n,
-                               rtol=rtol, atol=atol)
+                               rtol=rtol, atol=atol, graph=mode == "graph")
+
+
+def draw_stacked(data, count: int) -> list[bool]:
+    """Hypothesis helper: which of ``count`` inputs are stacked (at least one)."""
+    from hypothesis import strategies as st
+
+    out = [data.draw(st.booleans()) for _ in range(count)]
+    if not any(out):
+        out[data.draw(st.integers(0, count - 1))] = True
+    return out
+
+
+def assert_pack_listed(dist: str, module) -> None:
+    """A pack's own test: the host lists it as loaded, with its version and API, and
+    every converter it registered is recorded under its name and version."""
+    import importlib.metadata
+
+    from pfor_core import plugins
+
+    registry = plugins.default_registry()
+    info = {p.name: p for p in registry.packs}.get(dist)
+    assert info is not None, f"{dist} is not installed as a pfor.converters entry point"
+    assert info.status == "loaded", f"{dist}: {info.status}: {info.reason}"
+    assert info.version == importlib.metadata.version(dist) == module.__version__
+    assert info.api_version == plugins.CONVERTER_API_VERSION
+    entries = [e for e in registry.entries() if e.pack == dist]
+    assert info.converters == len(entries)
+    assert all(e.version == info.version for e in entries)
 
 
 def invariance_combinations(count: int, *, require_stacked: bool = True):
@@ -154,11 +198,5 @@ def check_op_unknown_shapes(op_fn, args, *, stacked, n: int, known_rank: bool = 
 
     got = run(*tensors, tf.constant(n, tf.int32))
     expected = sequential(loop_fn_for(op_fn, tensors, stacked, **kwargs), n)
-    if expected is None:
-        for leaf in tf.nest.flatten(got):
-            assert leaf.shape[0] == 0, f"iters=0 gave leading dimension {leaf.shape[0]}"
-        return got
-    tf.nest.assert_same_structure(got, expected)
-    for k, (a, e) in enumerate(zip(tf.nest.flatten(got), tf.nest.flatten(expected))):
-        assert_allclose(a, e, rtol=rtol, atol=atol, what=f"output {k} (unknown shapes)")
+    assert_same_results(got, expected, rtol=rtol, atol=atol, where=" (unknown shapes)")
     return got

@@ -28,19 +28,12 @@ def arg(rng, shape, stacked, n, dtype=np.float32):
 
 
 def flags(data, count):
-    """Which of ``count`` inputs are stacked: each drawn, at least one."""
-    out = [data.draw(st.booleans()) for _ in range(count)]
-    if not any(out):
-        out[data.draw(st.integers(0, count - 1))] = True
-    return out
+    return testing.draw_stacked(data, count)
 
 
 def check(op_fn, args, stacked, n, unknown=False):
-    """check_op, or with ``unknown`` inside a tf.function whose inputs have unknown
-    dims and values (the converters' dynamic paths)."""
-    if unknown:
-        return testing.check_op_unknown_shapes(op_fn, args, stacked=stacked, n=n)
-    return testing.check_op(op_fn, args, stacked=stacked, n=n)
+    mode = "unknown_shapes" if unknown else "eager"
+    return testing.check_op(op_fn, args, stacked=stacked, n=n, mode=mode)
 
 
 def seed(data):

@@ -14,25 +14,11 @@ MANY = 50
 
 
 def check(data, fn, args, *, stacked, n, unknown_shapes=True, **tolerance):
-    """check_op, eagerly, or inside a tf.function with the loop length a run-time tensor,
-    or inside one whose inputs have unknown dimensions (dynamic shapes)."""
-    modes = ["eager", "graph"] + ["unknown_shapes"] * unknown_shapes
-    mode = data.draw(st.sampled_from(modes), label="mode")
-    if mode != "unknown_shapes":
-        return testing.assert_matches_loop(testing.loop_fn_for(fn, args, stacked), n,
-                                           graph=mode == "graph", **tolerance)
-    args = [tf.convert_to_tensor(a) for a in args]
-    run = tf.function(
-        lambda *xs: pf.pfor(testing.loop_fn_for(fn, xs, stacked), n, fallback="error"),
-        input_signature=[tf.TensorSpec([None] * a.shape.rank, a.dtype) for a in args],
-        autograph=False)
-    got, expected = run(*args), testing.sequential(testing.loop_fn_for(fn, args, stacked), n)
-    for k, leaf in enumerate(tf.nest.flatten(got)):
-        if expected is None:
-            assert leaf.shape[0] == 0
-        else:
-            testing.assert_allclose(leaf, tf.nest.flatten(expected)[k], **tolerance)
-    return got
+    """check_op in a drawn mode: eager, tf.function with run-time iters, or unknown
+    input dimensions."""
+    modes = testing.MODES if unknown_shapes else testing.MODES[:2]
+    return testing.check_op(fn, args, stacked=stacked, n=n, **tolerance,
+                            mode=data.draw(st.sampled_from(modes), label="mode"))
 
 
 iters = st.sampled_from([0, 1, 2, 3, 4, 3])
