@@ -3,6 +3,7 @@
 ``import pfor_core as pf``; see API.md for the contract.
 """
 
+from pfor_core import autograph as _autograph
 from pfor_core.api import map_fn, pfor, vectorized_map
 from pfor_core.errors import ConversionError, FallbackWarning
 from pfor_core.explain import Report, explain
@@ -13,6 +14,8 @@ from pfor_core.plugins import (CONVERTER_API_VERSION, default_registry,
 from pfor_core.vmap import vmap
 
 __version__ = "0.1.0"
+
+_autograph.keep_library_unconverted()
 
 __all__ = [
     "CONVERTER_API_VERSION", "ConversionError", "FallbackWarning", "Invariant", "Report",

@@ -11,20 +11,20 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import checks
-from pfor_core.autograph import do_not_convert
+from pfor_core import autograph
 from pfor_core.context import broadcast_invariant
 from pfor_core.plugins import default_registry
 from pfor_core.trace import trace_body
 from pfor_core.walk import Conversion, Options
 
 
-@do_not_convert
 def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
          randomness="different"):
     """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized; see API.md."""
     options = checks.options(fallback=fallback, randomness=randomness,
                              parallel_iterations=parallel_iterations)
     checks.loop_fn(loop_fn)
+    loop_fn = autograph.convert_user_fn(loop_fn, autograph.caller_status())
     if tf.executing_eagerly():
         n_static = checks.iters(iters, eager=True)
         run = tf.function(lambda: build(loop_fn, n_static, options), autograph=False)
@@ -35,7 +35,6 @@ def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
     return build(loop_fn, iters, options)
 
 
-@do_not_convert
 def build(loop_fn, iters, options: Options, records: list | None = None):
     """Emit the converted loop into the current graph; returns the stacked outputs."""
     n_static = checks.iters(iters, eager=False)
@@ -118,11 +117,11 @@ def _concat_chunks(array, chunks, original):
     return tf.cond(chunks > 0, array.concat, lambda: tf.zeros(empty_shape, original.dtype))
 
 
-@do_not_convert
 def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None):
     """Like ``tf.vectorized_map``: ``fn`` gets one row of every tensor in ``elems``."""
     checks.callable_arg(fn, "fn")
     flat, n = checks.elems(elems)
+    fn = autograph.convert_user_fn(fn, autograph.caller_status())
 
     def loop_fn(i):
         return fn(tf.nest.pack_sequence_as(elems, [tf.gather(e, i) for e in flat]))
@@ -130,11 +129,11 @@ def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None):
     return pfor(loop_fn, n, fallback=fallback, parallel_iterations=parallel_iterations)
 
 
-@do_not_convert
 def map_fn(fn, elems, *, fn_output_signature=None, fallback="warn"):
     """A vectorized drop-in for the common uses of ``tf.map_fn``."""
     checks.callable_arg(fn, "fn")
     flat, n = checks.elems(elems)
+    fn = autograph.convert_user_fn(fn, autograph.caller_status())
 
     def loop_fn(i):
         out = fn(tf.nest.pack_sequence_as(elems, [tf.gather(e, i) for e in flat]))

@@ -1,10 +1,34 @@
-"""Keep AutoGraph out of the library.
+"""AutoGraph: applied to the user's loop body, kept out of the library.
 
-Called from an AutoGraph-converted ``tf.function``, our entry points would otherwise be
-converted recursively (the converters and the plugin loader included), which changes
-their Python semantics.
+Like TensorFlow's own higher-order functions, ``loop_fn`` is converted by AutoGraph
+(Python ``if``/``for`` on tensors become ``tf.cond``/``tf.while_loop``) unless the
+caller turned AutoGraph off (``tf.function(autograph=False)``). The library itself is
+never converted: from an AutoGraph-converted ``tf.function``, our converters and plugin
+loader would otherwise be rewritten recursively, changing their Python semantics.
 """
 
-import tensorflow as tf
+from tensorflow.python.autograph.core import ag_ctx, config
+from tensorflow.python.autograph.impl import api as autograph_api
 
-do_not_convert = tf.autograph.experimental.do_not_convert
+_LIBRARY = ("pfor_core", "pfor_converters_math", "pfor_converters_nn",
+            "pfor_converters_state", "pfor_controlflow")
+
+
+def keep_library_unconverted() -> None:
+    """Add our packages to AutoGraph's do-not-convert rules (idempotent)."""
+    present = {getattr(rule, "_prefix", None) for rule in config.CONVERSION_RULES}
+    rules = tuple(config.DoNotConvert(name) for name in _LIBRARY if name not in present)
+    if rules:
+        config.CONVERSION_RULES = rules + tuple(config.CONVERSION_RULES)
+
+
+def caller_status():
+    """The caller's AutoGraph status, to be captured at an entry point."""
+    return ag_ctx.control_status_ctx()
+
+
+def convert_user_fn(fn, status):
+    """``fn`` converted by AutoGraph unless ``status`` says AutoGraph is off."""
+    python_fn = getattr(fn, "python_function", None)
+    fn = python_fn if callable(python_fn) else fn  # a tf.function body is inlined
+    return autograph_api.tf_convert(fn, status)

@@ -8,7 +8,7 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph
 
 from pfor_core import api, checks
-from pfor_core.autograph import do_not_convert
+from pfor_core import autograph
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,12 +40,12 @@ class Report:
     __repr__ = __str__
 
 
-@do_not_convert
 def explain(loop_fn, iters, *, parallel_iterations=None, randomness="different") -> Report:
     """Convert ``loop_fn`` (without running it) and report how each op was handled."""
     options = checks.options(fallback="loop", randomness=randomness,
                              parallel_iterations=parallel_iterations)
     checks.loop_fn(loop_fn)
+    loop_fn = autograph.convert_user_fn(loop_fn, autograph.caller_status())
     records: list = []
     if tf.executing_eagerly():
         n = checks.iters(iters, eager=True)

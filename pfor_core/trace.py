@@ -26,12 +26,6 @@ class TracedBody:
     captures: list  # (caller tensor, body placeholder) pairs
 
 
-def unwrap_callable(loop_fn):
-    """A ``tf.function`` loop body is traced as its Python function (inlined)."""
-    python_fn = getattr(loop_fn, "python_function", None)
-    return python_fn if callable(python_fn) else loop_fn
-
-
 def _to_tensor(leaf, path):
     if isinstance(leaf, tf.Tensor):
         return leaf
@@ -55,7 +49,7 @@ def _to_tensor(leaf, path):
 
 def trace_body(loop_fn, *, name: str = "pfor_body") -> TracedBody:
     """Trace ``loop_fn(i)`` into a new body graph under the current default graph."""
-    python_fn = unwrap_callable(loop_fn)
+    python_fn = loop_fn
     holder = {}
 
     def body(i):

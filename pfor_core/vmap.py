@@ -12,7 +12,7 @@ import functools
 import tensorflow as tf
 
 from pfor_core import api, checks
-from pfor_core.autograph import do_not_convert
+from pfor_core import autograph
 
 
 def _move_axis(tensor, source: int, dest: int):
@@ -49,7 +49,7 @@ class _Vmapped:
     def __init__(self, fn, in_axes, out_axes, fallback, chunk_size):
         checks.callable_arg(fn, "fn")
         checks.options(fallback=fallback, randomness="different", parallel_iterations=chunk_size)
-        self._fn = fn
+        self._fn = autograph.convert_user_fn(fn, autograph.caller_status())
         self._in_axes = in_axes
         self._out_axes = out_axes
         self._fallback = fallback
@@ -58,7 +58,6 @@ class _Vmapped:
         self._batched = tf.function(self._run, autograph=False)
         functools.update_wrapper(self, fn)
 
-    @do_not_convert
     def __call__(self, *args):
         if not args:
             raise ValueError("a vmapped function needs at least one argument to map over")
@@ -98,7 +97,6 @@ class _Vmapped:
         return tf.nest.map_structure(lambda t, ax: _move_axis(t, 0, ax), out, out_axes)
 
 
-@do_not_convert
 def vmap(fn, in_axes=0, out_axes=0, *, fallback="warn", chunk_size=None):
     """Return ``fn`` vectorized over axis ``in_axes`` of its arguments; see API.md."""
     return _Vmapped(fn, in_axes, out_axes, fallback, chunk_size)

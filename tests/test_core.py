@@ -185,3 +185,32 @@ def test_vectorized_map_and_map_fn():
     got = pf.map_fn(lambda e: e[0] * e[1], (X, X), fn_output_signature=tf.float32,
                     fallback="error")
     testing.assert_allclose(got, X * X)
+
+
+def _python_if_body(i):
+    x = tf.gather(X, i)
+    if tf.reduce_sum(x) > 0:  # AutoGraph turns this into tf.cond, as tf.function does
+        return x * 2.0
+    return -x
+
+
+def test_autograph_converts_the_body_like_tf_function():
+    got = pf.pfor(_python_if_body, 6, fallback="loop")
+    testing.assert_allclose(got, testing.sequential(tf.function(_python_if_body), 6))
+
+
+def test_autograph_off_is_respected():
+    @tf.function(autograph=False)
+    def f():
+        return pf.pfor(_python_if_body, 6, fallback="loop")
+
+    with pytest.raises(TypeError):
+        f()
+
+
+def test_library_is_not_converted_inside_autograph_functions():
+    @tf.function  # AutoGraph on: pf.pfor itself must run as plain Python
+    def f():
+        return pf.pfor(affine, 6, fallback="error")
+
+    testing.assert_allclose(f(), testing.sequential(affine, 6))
