@@ -171,3 +171,20 @@ def test_keras_dense_on_one_example_batch():
 
     assert_converted(loop_fn, 4, {"MatMul", "BatchMatMulV2", "ReadVariableOp"},
                      rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.complex64])
+@pytest.mark.parametrize("op", ["matvec", "matvec_adjoint", "batch_column"])
+def test_matrix_times_stacked_column_vectors(op, dtype):
+    """The column-vector fast path (one product on the vectors' rows, no transpose)."""
+    rng = np.random.default_rng(3)
+    a, v = values(rng, [5, 4], dtype), values(rng, [3, 4], dtype)
+    if op == "matvec":
+        fn, args = (lambda m, x: tf.linalg.matvec(m, x)), [a, v]
+    elif op == "matvec_adjoint":
+        fn, args = (lambda m, x: tf.linalg.matvec(m, x, adjoint_a=True)), [
+            values(rng, [4, 5], dtype), values(rng, [3, 4], dtype)]
+    else:
+        fn, args = (lambda m, x: tf.matmul(m, x, adjoint_a=True)), [
+            values(rng, [2, 4, 5], dtype), values(rng, [3, 2, 4, 1], dtype)]
+    testing.check_op(fn, args, stacked=[False, True], n=3)

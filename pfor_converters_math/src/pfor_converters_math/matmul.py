@@ -83,6 +83,12 @@ def _matrix_times_stacked(ctx, x, y):
         out = ctx.emit(rows, _conj(ctx, x), attrs={fx: False, fy: not ctx.attr(fx)})[0]
         out = shapes.reshape(out, d[:-1] + shapes.dims(out)[-1:])
         return _pad_rank(ctx, tf.linalg.matrix_transpose(out))
+    if isinstance(d[-1], int) and d[-1] == 1:
+        # Column vectors (matvec): y_j^T is a reshape, so out_j^T = y_j^T op(x)^T for
+        # all j is one product on y's rows, with no transpose at all.
+        rows = shapes.reshape(y, [shapes.product(d[:-2]), d[-2]])
+        out = ctx.emit(rows, _conj(ctx, x), attrs={fx: False, fy: not ctx.attr(fx)})[0]
+        return _pad_rank(ctx, shapes.reshape(out, d[:-2] + shapes.dims(out)[-1:] + [1]))
     # x @ [y_0 | y_1 | ...]: the columns of every y_j side by side.
     cols = tf.transpose(y, [rank - 2] + list(range(rank - 2)) + [rank - 1])
     cols = shapes.reshape(cols, [d[-2], shapes.product(d[:-2] + d[-1:])])
