@@ -88,7 +88,12 @@ class Conversion:
         done: dict[int, list[tf.Operation]] = {}  # outer ops that complete a body op
         order, controlled = _ops_to_convert(graph, outputs, must_run)
         for op in order:
-            if op.type == "Placeholder" and id(op.outputs[0]) in inputs:
+            if op.type == "Placeholder":
+                if id(op.outputs[0]) not in inputs:
+                    raise ConversionError(
+                        f"pfor: the body reads placeholder '{op.name}', which is neither the "
+                        "loop index nor a captured tensor (deferred captures are not "
+                        "supported); pass the value in as a tensor instead.")
                 values[id(op)] = [inputs[id(op.outputs[0])]]
                 continue
             layouts = [values[id(t.op)][t.value_index] for t in op.inputs]
