@@ -37,6 +37,9 @@ def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
 
 def build(loop_fn, iters, options: Options, records: list | None = None):
     """Emit the converted loop into the current graph; returns the stacked outputs."""
+    if tf.executing_eagerly():
+        raise RuntimeError("pfor_core.api.build emits graph ops: call it while a graph is "
+                           "being built (pf.pfor wraps it in a tf.function eagerly).")
     n_static = checks.iters(iters, eager=False)
     n = tf.constant(n_static, tf.int32) if n_static is not None else checks.iters_tensor(iters)
     body = trace_body(loop_fn)
@@ -48,9 +51,9 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
     return tf.nest.pack_sequence_as(body.structure, outputs)
 
 
-def _conversion(options, records, indices, start, n, n_static):
+def _conversion(options, records, indices, start, n, n_static, chunked=False):
     return Conversion(registry=default_registry(), options=options, indices=indices,
-                      start=start, n=n, n_static=n_static, records=records)
+                      start=start, n=n, n_static=n_static, records=records, chunked=chunked)
 
 
 def _finish(conversion, layouts, body):
@@ -90,7 +93,8 @@ def _convert_chunked(body, n, n_static, k, options, records):
         start = c * k
         size = tf.minimum(k, n - start)
         indices = tf.range(start, start + size)
-        conversion = _conversion(options, records, indices, start, size, chunk_static)
+        conversion = _conversion(options, records, indices, start, size, chunk_static,
+                                 chunked=True)
         outs = _finish(conversion, conversion.convert_body(body), body)
         if not outs and conversion.side_effects:
             with tf.control_dependencies(conversion.side_effects):

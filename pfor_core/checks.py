@@ -13,7 +13,7 @@ FALLBACK_MODES = ("loop", "warn", "error")
 RANDOMNESS_MODES = ("different", "same", "error")
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, bool)
 
 
@@ -24,7 +24,7 @@ def options(*, fallback, randomness, parallel_iterations) -> Options:
     if randomness not in RANDOMNESS_MODES:
         raise ValueError(f"randomness={randomness!r} is not one of {RANDOMNESS_MODES}.")
     if parallel_iterations is not None:
-        if not _is_int(parallel_iterations):
+        if not is_int(parallel_iterations):
             raise TypeError("parallel_iterations must be a positive Python int or None, got "
                             f"{type(parallel_iterations).__name__}.")
         if parallel_iterations < 1:
@@ -47,7 +47,7 @@ def loop_fn(fn) -> None:
 
 def iters(value, *, eager: bool) -> int | None:
     """The static number of iterations, or None when known only at run time."""
-    if _is_int(value):
+    if is_int(value):
         if value < 0:
             raise ValueError(f"iters={value} must be >= 0.")
         return int(value)

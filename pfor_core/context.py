@@ -105,9 +105,8 @@ class ConvertContext:
         return shapes.dims(tensor, self.n)
 
     def stack(self, value: Layout) -> tf.Tensor:
-        if value.is_stacked:
-            return value.tensor
-        return broadcast_invariant(value.tensor, self.n, self.n_static)
+        """A layout value as a stacked tensor, broadcasting an invariant one."""
+        return self._conversion.stack(value)
 
     def emit(self, *inputs, op_type: str | None = None, attrs: dict | None = None,
              dtypes: Sequence[tf.DType] | None = None) -> list[tf.Tensor]:

@@ -6,6 +6,7 @@ from typing import Sequence
 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
+from tensorflow.python.eager import execute
 from tensorflow.python.framework import ops
 
 # Attrs that describe the op's place in the body graph, not its computation.
@@ -72,10 +73,24 @@ def recreate(op: tf.Operation, inputs: Sequence[tf.Tensor], *, op_type: str | No
             node_attrs[key] = _attr_value(value)
     copy_functions(op, graph)
     inputs = [t if isinstance(t, tf.Tensor) else ops.convert_to_tensor(t) for t in inputs]
-    return graph._create_op_internal(  # pylint: disable=protected-access
+    new_op = graph._create_op_internal(  # pylint: disable=protected-access
         op_type or op.type, inputs,
         dtypes=list(dtypes) if dtypes is not None else [t.dtype for t in op.outputs],
         name=name or op.name.rsplit("/", 1)[-1], attrs=node_attrs)
+    if execute.must_record_gradient():
+        _record_on_tapes(new_op, inputs)
+    return new_op
+
+
+def _record_on_tapes(op, inputs) -> None:
+    """Record the op on active gradient tapes, as TensorFlow's generated op wrappers do
+    (creating an op directly skips that), so converted graphs stay differentiable by a
+    tape that is recording around ``pfor`` (e.g. a hessian's outer tape)."""
+    attrs = []
+    for key in op.node_def.attr:
+        if not key.startswith("_"):
+            attrs.extend((key, op.get_attr(key)))
+    execute.record_gradient(op.type, list(inputs), tuple(attrs), list(op.outputs))
 
 
 def copy_op(op: tf.Operation, inputs: Sequence[tf.Tensor], **kwargs) -> list[tf.Tensor]:

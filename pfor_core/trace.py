@@ -14,6 +14,8 @@ import itertools
 import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
 
+from pfor_core import collectives
+
 _names = itertools.count()
 
 
@@ -61,6 +63,7 @@ def trace_body(loop_fn, *, name: str = "pfor_body") -> TracedBody:
         return leaves
 
     graph = func_graph_module.FuncGraph(f"{name}_{next(_names)}")
+    setattr(graph, collectives.BODY_MARK, True)  # lets pf.all_sum & co. know they are inside
     func_graph_module.func_graph_from_py_func(
         graph.name, body, args=(), kwargs={},
         signature=[tf.TensorSpec([], tf.int32, name="loop_index")],

@@ -16,10 +16,12 @@ from typing import Sequence
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
-from pfor_core import emit, fallback, messages
-from pfor_core.context import ConvertContext, Declined
+from pfor_core import collectives, emit, fallback, messages
+from pfor_core.context import ConvertContext, Declined, broadcast_invariant
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Layout, Stacked, pattern_of
+
+_MAYBE_COLLECTIVE = frozenset({"Identity", "PlaceholderWithDefault"})
 
 # Ops the walk itself handles: identity-like plumbing.
 _PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "PreventGradient",
@@ -54,13 +56,14 @@ class Conversion:
     """
 
     def __init__(self, *, registry, options: Options, indices: tf.Tensor, start, n,
-                 n_static: int | None, records: list | None = None):
+                 n_static: int | None, records: list | None = None, chunked: bool = False):
         self.registry = registry
         self.options = options
         self.indices = indices
         self.start = start
         self.n = n
         self.n_static = n_static
+        self.chunked = chunked  # iterations converted in several chunks
         self.scratch: dict = {}
         self.records = records if records is not None else []
         self.side_effects: list[tf.Operation] = []  # outer ops of converted stateful ops
@@ -121,8 +124,12 @@ class Conversion:
     def _dispatch(self, op, layouts: list[Layout]) -> list[Layout]:
         pattern = pattern_of(layouts)
         stateful = op._is_stateful  # pylint: disable=protected-access
-        if "S" not in pattern and not stateful:
+        if "S" not in pattern and not stateful and op.type not in _MAYBE_COLLECTIVE:
             return self._reemit(op, layouts)
+        kind = collectives.kind_of(op)
+        if kind is not None:
+            self._record(op, "collective")
+            return [collectives.convert_collective(kind, layouts[0], self)]
         if op.type in _PASS_THROUGH:
             return self._pass_through(op, layouts, pattern)
         reasons = []
@@ -133,6 +140,11 @@ class Conversion:
                              stacked=any(v.is_stacked for v in result))
                 return result
         return self._fall_back(op, layouts, pattern, reasons)
+
+    def stack(self, value: Layout) -> tf.Tensor:
+        """A layout value as a stacked tensor ``[n, ...]``."""
+        return value.tensor if value.is_stacked else broadcast_invariant(
+            value.tensor, self.n, self.n_static)
 
     def _reemit(self, op, layouts):
         with ops.name_scope(_scope(op)):

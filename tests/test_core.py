@@ -214,3 +214,17 @@ def test_library_is_not_converted_inside_autograph_functions():
         return pf.pfor(affine, 6, fallback="error")
 
     testing.assert_allclose(f(), testing.sequential(affine, 6))
+
+
+def test_vmap_nested_in_axes_and_chunk_size():
+    def f(pair, scale):
+        return {"s": pair[0] * scale + tf.reduce_sum(pair[1]), "t": pair[1]}
+
+    g = pf.vmap(f, in_axes=((0, 1), None), out_axes={"s": 0, "t": 1}, fallback="error",
+                chunk_size=2)
+    a, b = X[:5], tf.transpose(X[:5])  # b is mapped over its axis 1
+    out = g((a, b), tf.constant(3.0))
+    testing.assert_allclose(out["s"], a * 3.0 + tf.reduce_sum(a, axis=1, keepdims=True))
+    testing.assert_allclose(out["t"], b)
+    g((a + 1.0, b), tf.constant(2.0))
+    assert g.trace_count == 1

@@ -1,0 +1,200 @@
+"""Jacobians, hessians and per-example gradients, built on ``pfor``.
+
+A jacobian row is the gradient of one output element: the loop body calls
+``tape.gradient`` with a one-hot output gradient picked by the loop index. The forward
+pass was recorded outside the body, so inside it only the backward ops depend on the
+index: the forward pass is loop-invariant and computed once, not once per row.
+Eagerly, the whole computation runs in one ``tf.function`` so that nested
+derivatives (a hessian is a jacobian of a jacobian) see plain ops, not function calls.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from pfor_core import api, autograph, checks
+
+_ZERO = tf.UnconnectedGradients.ZERO
+
+
+def _in_graph(fn, *args):
+    """Run ``fn(*args)`` in a graph: directly when already building one, else in a
+    ``tf.function`` traced for this call (``args`` become its graph inputs, so a tape
+    inside can watch them)."""
+    if not tf.executing_eagerly():
+        return fn(*args)
+    run = tf.function(fn, autograph=False)
+    run._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
+    return checks.run_eagerly(lambda: run(*args))
+
+
+def _check_sources(sources, name):
+    for leaf in tf.nest.flatten(sources):
+        if not isinstance(leaf, (tf.Tensor, tf.Variable, tf.__internal__.types.Tensor)):
+            raise TypeError(f"{name} must be a tensor, a variable or a nested structure of "
+                            f"them, got {type(leaf).__name__}.")
+
+
+def _watch(tape, sources) -> None:
+    """Watch tensors and variables; a Keras 3 variable is watched through the
+    ``tf.Variable`` it holds."""
+    for leaf in tf.nest.flatten(sources):
+        if not isinstance(leaf, (tf.Tensor, tf.Variable)):
+            leaf = getattr(leaf, "value", leaf)
+        tape.watch(leaf)
+
+
+def _size(shape: tf.TensorShape, dynamic: tf.Tensor):
+    static = shape.num_elements()
+    return static if static is not None else tf.reduce_prod(dynamic)
+
+
+def _row_jacobians(tape, target, sources, options):
+    """For each flat element k of ``target``: d target[k] / d sources, stacked."""
+    flat_sources = tf.nest.flatten(sources)
+    n = _size(target.shape, tf.shape(target))
+
+    def loop_fn(i):
+        seed = tf.reshape(tf.one_hot(i, n, dtype=target.dtype), tf.shape(target))
+        return tape.gradient(target, flat_sources, output_gradients=seed,
+                             unconnected_gradients=_ZERO)
+
+    return api.build(loop_fn, n, options)
+
+
+def _jacobian_in_graph(tape, target, sources, options):
+    flat_sources = tf.nest.flatten(sources)
+    out = []
+    for y in tf.nest.flatten(target):
+        rows = _row_jacobians(tape, y, sources, options)
+        shaped = [tf.reshape(r, tf.concat([tf.shape(y), tf.shape(s)], 0))
+                  for r, s in zip(rows, flat_sources)]
+        out.append(tf.nest.pack_sequence_as(sources, shaped))
+    return tf.nest.pack_sequence_as(target, out)
+
+
+def _options(fallback, parallel_iterations):
+    return checks.options(fallback=fallback, randomness="different",
+                          parallel_iterations=parallel_iterations)
+
+
+def tape_jacobian(tape, target, sources, *, fallback="warn", parallel_iterations=None):
+    """Drop-in for ``GradientTape.jacobian``: shape ``target.shape + source.shape``,
+    nested like ``target`` then like ``sources``. The tape must be persistent when it is
+    used more than once."""
+    options = _options(fallback, parallel_iterations)
+    _check_sources(sources, "sources")
+    return _in_graph(lambda: _jacobian_in_graph(tape, target, sources, options))
+
+
+def tape_batch_jacobian(tape, target, source, *, fallback="warn", parallel_iterations=None):
+    """Drop-in for ``GradientTape.batch_jacobian``: ``target[b]`` depends only on
+    ``source[b]``; shape ``[B] + target.shape[1:] + source.shape[1:]``."""
+    options = _options(fallback, parallel_iterations)
+    _check_sources(source, "source")
+    return _in_graph(lambda: _batch_jacobian_in_graph(tape, target, source, options))
+
+
+def _batch_jacobian_in_graph(tape, target, source, options):
+    if target.shape.rank is not None and target.shape.rank < 1:
+        raise ValueError(f"batch_jacobian needs a target with a batch dimension, got shape "
+                         f"{target.shape}.")
+    shape = tf.shape(target)
+    per_row = _size(target.shape[1:], shape[1:])
+
+    def loop_fn(j):
+        # One output feature for every example at once: rows do not mix.
+        seed = tf.one_hot(j, per_row, dtype=target.dtype)
+        seed = tf.reshape(tf.broadcast_to(seed, tf.stack([shape[0], per_row])), shape)
+        return tape.gradient(target, source, output_gradients=seed,
+                             unconnected_gradients=_ZERO)
+
+    rows = api.build(loop_fn, per_row, options)  # [J, B, ...source]
+    rank = rows.shape.rank
+    moved = tf.transpose(rows, [1, 0] + list(range(2, rank)))
+    return tf.reshape(moved, tf.concat([shape, tf.shape(source)[1:]], 0))
+
+
+def jacobian(f, x, *, fallback="warn", parallel_iterations=None):
+    """The jacobian of ``f`` at ``x``: shape ``f(x).shape + x.shape`` (nested)."""
+    checks.callable_arg(f, "f")
+    _check_sources(x, "x")
+    options = _options(fallback, parallel_iterations)
+    f = autograph.convert_user_fn(f, autograph.caller_status())
+
+    def compute(x):
+        with tf.GradientTape(persistent=True) as tape:
+            _watch(tape, x)
+            y = f(x)
+        return _jacobian_in_graph(tape, y, x, options)
+
+    return _in_graph(compute, x)
+
+
+def batch_jacobian(f, x, *, fallback="warn", parallel_iterations=None):
+    """For ``f`` whose output row b depends only on input row b:
+    shape ``[B] + y.shape[1:] + x.shape[1:]``."""
+    checks.callable_arg(f, "f")
+    _check_sources(x, "x")
+    options = _options(fallback, parallel_iterations)
+    f = autograph.convert_user_fn(f, autograph.caller_status())
+
+    def compute(x):
+        with tf.GradientTape(persistent=True) as tape:
+            _watch(tape, x)
+            y = f(x)
+        return _batch_jacobian_in_graph(tape, y, x, options)
+
+    return _in_graph(compute, x)
+
+
+def hessian(f, x, *, fallback="warn", parallel_iterations=None):
+    """Second derivatives: shape ``f(x).shape + x.shape + x.shape``; ``f`` may return a
+    non-scalar (a jacobian of a jacobian)."""
+    checks.callable_arg(f, "f")
+    _check_sources(x, "x")
+    if len(tf.nest.flatten(x)) != 1:
+        raise ValueError("hessian takes a single tensor or variable x; use jacobian of "
+                         "jacobian for structures.")
+    options = _options(fallback, parallel_iterations)
+    f = autograph.convert_user_fn(f, autograph.caller_status())
+
+    def compute(x):
+        with tf.GradientTape(persistent=True) as outer:
+            _watch(outer, x)
+            with tf.GradientTape(persistent=True) as inner:
+                _watch(inner, x)
+                y = f(x)
+            first = _jacobian_in_graph(inner, y, x, options)
+        return _jacobian_in_graph(outer, first, x, options)
+
+    return _in_graph(compute, x)
+
+
+def per_example_gradients(loss_fn, variables, *batch, keepdims=False, fallback="warn"):
+    """Gradients of each example's loss: one tensor per variable, ``[B] + var.shape``.
+
+    ``loss_fn(*example)`` gets each ``batch`` tensor sliced to one row (with
+    ``keepdims=True`` the row keeps a leading dimension of 1, as Keras models expect).
+    """
+    checks.callable_arg(loss_fn, "loss_fn")
+    if not batch:
+        raise ValueError("per_example_gradients needs at least one batch tensor after "
+                         "variables.")
+    _check_sources(variables, "variables")
+    flat, n = checks.elems(list(batch))
+    options = _options(fallback, None)
+    loss_fn = autograph.convert_user_fn(loss_fn, autograph.caller_status())
+
+    def loop_fn(i):
+        example = [tf.gather(b, tf.reshape(i, [1])) if keepdims else tf.gather(b, i)
+                   for b in flat]
+        with tf.GradientTape() as tape:
+            _watch(tape, variables)
+            loss = loss_fn(*example)
+        if loss.shape.rank not in (None, 0) and loss.shape.num_elements() != 1:
+            raise ValueError(f"loss_fn must return a scalar loss per example, got shape "
+                             f"{loss.shape}.")
+        return tape.gradient(loss, variables, unconnected_gradients=_ZERO)
+
+    return _in_graph(lambda: api.build(loop_fn, n, options))
