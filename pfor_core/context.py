@@ -79,6 +79,12 @@ class ConvertContext:
         """Index of the first iteration in this chunk (int32 scalar)."""
         return self._conversion.start
 
+    @property
+    def chunked(self) -> bool:
+        """Whether the iterations are converted in several chunks (parallel_iterations):
+        this conversion then runs once per chunk, on ``n`` iterations at a time."""
+        return self._conversion.chunked
+
     def is_loop_index(self, value: Layout) -> bool:
         """Whether ``value`` is the loop index itself (row j holds start + j)."""
         return value.is_stacked and value.tensor is self._conversion.indices

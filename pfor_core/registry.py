@@ -75,6 +75,9 @@ class Registry:
         self._entries: dict[str, list[ConverterEntry]] = {}
         self._seq = itertools.count()
         self._cache: dict[tuple[str, str], tuple[ConverterEntry, ...]] = {}
+        # Stateless op types whose converters also see all-invariant inputs (op type ->
+        # packs that asked), e.g. stateless random ops seeded from a generator's state.
+        self._see_invariant: dict[str, set[str]] = {}
         self.packs: list = []  # PackInfo records, filled by plugins.load_packs
 
     def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
@@ -94,7 +97,18 @@ class Registry:
             self._entries.setdefault(op_type, []).append(entry)
         self._cache.clear()
 
+    def dispatch_invariant(self, op_types: str | Iterable[str], *, pack: str = IN_PROCESS) -> None:
+        """Dispatch these stateless op types to their converters even when all inputs
+        are invariant (the walk otherwise re-emits such ops without asking)."""
+        for op_type in [op_types] if isinstance(op_types, str) else op_types:
+            self._see_invariant.setdefault(op_type, set()).add(pack)
+
+    def sees_invariant(self, op_type: str) -> bool:
+        return bool(self._see_invariant.get(op_type))
+
     def remove_pack(self, pack: str) -> None:
+        for packs in self._see_invariant.values():
+            packs.discard(pack)
         for op_type in list(self._entries):
             kept = [e for e in self._entries[op_type] if e.pack != pack]
             if kept:
@@ -160,6 +174,11 @@ class PackRegistrar:
         self._registry.add(op_types, fn, inputs=inputs, priority=priority,
                            pack=self.pack, version=self.version)
         self.count += len(op_types)
+
+    def dispatch_invariant(self, op_types: str | Iterable[str]) -> None:
+        """Let this pack's converters of these stateless op types also see all-invariant
+        inputs (they must then return invariant values for them themselves)."""
+        self._registry.dispatch_invariant(op_types, pack=self.pack)
 
     def batch_polymorphic(self, op_types: str | Iterable[str], *,
                           batched_inputs: Iterable[int] | None = None,

@@ -124,7 +124,8 @@ class Conversion:
     def _dispatch(self, op, layouts: list[Layout]) -> list[Layout]:
         pattern = pattern_of(layouts)
         stateful = op._is_stateful  # pylint: disable=protected-access
-        if "S" not in pattern and not stateful and op.type not in _MAYBE_COLLECTIVE:
+        if ("S" not in pattern and not stateful and op.type not in _MAYBE_COLLECTIVE
+                and not self.registry.sees_invariant(op.type)):
             return self._reemit(op, layouts)
         kind = collectives.kind_of(op)
         if kind is not None:

@@ -10,6 +10,8 @@ def pfor_converter_api_version():
 
 @pf.hookimpl
 def pfor_register_converters(registry):
-    from pfor_converters_state import variables
+    from pfor_converters_state import printing, random_ops, variables
 
     variables.register(registry)
+    random_ops.register(registry)
+    printing.register(registry)

@@ -1,12 +1,33 @@
-"""Variable reads: an idempotent read of an invariant handle runs once, invariant.
+"""Resource variables under SIMD semantics: the iterations run in lock-step.
 
-Every iteration of the loop would read the same value (the body writes nothing before
-it, or the write's control dependencies order it), so one read serves them all.
+- Handles (``VarHandleOp``) and reads (``ReadVariableOp``) are idempotent: emitted once,
+  invariant. ``ResourceGather`` with stacked indices is one gather with all of them.
+- Commutative updates (``AssignAdd/SubVariableOp``, ``ResourceScatterAdd/Sub``) are
+  applied once with all iterations' updates: a stacked value is summed over the
+  iteration axis (scatters fold that axis into their indices, so duplicates add up); an
+  invariant value is applied ``n`` times' worth (``n * value``). The final state equals
+  the sequential loop's.
+- Other writes (``AssignVariableOp``, ``ResourceScatterUpdate``) of an invariant value
+  run once (same final state as the loop); a stacked value has no lock-step meaning
+  (the loop's last-writer-wins is not SIMD), so it is refused with a ConversionError.
+
+Ordering differs from the sequential loop: a read that the body orders after an update
+(auto control dependencies) runs after the one combined update, so in every iteration
+it sees *all* iterations' updates, where the loop's iteration j would see only those of
+iterations 0..j. Reads before the update see the value from before the loop.
 """
 
 from __future__ import annotations
 
-from pfor_core import Invariant
+import tensorflow as tf
+
+from pfor_core import Invariant, shapes
+from pfor_core.errors import ConversionError
+
+
+def convert_var_handle(ctx):
+    """A handle created in the body names the same variable in every iteration."""
+    return Invariant(tensor=ctx.emit()[0])
 
 
 def convert_read_variable(ctx):
@@ -16,6 +37,76 @@ def convert_read_variable(ctx):
     return Invariant(tensor=ctx.emit(handle.tensor)[0])
 
 
+def convert_resource_gather(ctx):
+    """Stacked indices [n, ...] with batch_dims=0: one gather gives [n, ..., rest].
+    Invariant indices: one gather, invariant (a read, like ReadVariableOp)."""
+    handle, indices = ctx.inputs
+    if not indices.is_stacked:
+        return Invariant(tensor=ctx.emit(handle.tensor, indices.tensor)[0])
+    if ctx.attr("batch_dims") != 0:
+        return ctx.decline("batch_dims != 0 with stacked indices")
+    return ctx.stacked_value(ctx.emit(handle.tensor, indices.tensor)[0])
+
+
+def _times_n(ctx, value):
+    """``value`` added n times: n * value (n cast to the value's dtype)."""
+    return value * tf.cast(ctx.n, value.dtype)
+
+
+def convert_assign_add(ctx):
+    """AssignAdd/Sub of a stacked value: sum over iterations, apply once."""
+    handle, value = ctx.inputs
+    if value.is_stacked:
+        total = tf.reduce_sum(value.tensor, axis=0)
+    else:
+        total = _times_n(ctx, value.tensor)
+    ctx.emit(handle.tensor, total)
+    return []
+
+
+def convert_scatter_add(ctx):
+    """Scatter-add/sub: fold the iteration axis into indices and updates, one scatter.
+
+    Per iteration, indices have shape I and updates I + rest; stacked, [n] + I and
+    [n] + I + rest, which merge to [n*prod(I)] and [n*prod(I)] + rest.
+    """
+    handle, indices, updates = ctx.inputs
+    if not indices.is_stacked and not updates.is_stacked:
+        ctx.emit(handle.tensor, indices.tensor, _times_n(ctx, updates.tensor))
+        return []
+    index_rank, update_rank = indices.shape.rank, updates.shape.rank
+    if index_rank is None or update_rank is None or update_rank < index_rank:
+        return ctx.decline("updates of unknown rank or broadcast (scalar) updates")
+    # Tiling an invariant side is unavoidable here: each iteration's pairs are distinct.
+    flat_indices = shapes.merge_leading(ctx.stacked(1), index_rank + 1, ctx.n)
+    flat_updates = shapes.merge_leading(ctx.stacked(2), index_rank + 1, ctx.n)
+    ctx.emit(handle.tensor, flat_indices, flat_updates)
+    return []
+
+
+def convert_overwrite(ctx):
+    """Assign / scatter-update: an invariant value is written once (same final state
+    as the loop); a stacked one has no SIMD meaning and is refused."""
+    if any(v.is_stacked for v in ctx.inputs[1:]):
+        raise ConversionError(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' writes a value that differs between "
+            "iterations. pfor runs the iterations in lock-step (SIMD), so there is no "
+            "'last iteration wins' order to reproduce. Return the values from the loop "
+            "body and assign after pfor (e.g. var.assign(result[-1])), or accumulate "
+            "with assign_add / scatter_add, which pfor vectorizes.")
+    ctx.emit(*(v.tensor for v in ctx.inputs))
+    return []
+
+
 def register(registry):
-    """Add this family's converters to the pack's registrar."""
+    """Add this family's converters to the pack's registrar. Every pattern starts with
+    U: a stacked handle (one variable per iteration) is left to the fallback."""
+    registry.add("VarHandleOp", convert_var_handle, inputs="")
     registry.add("ReadVariableOp", convert_read_variable, inputs="U")
+    registry.add("ResourceGather", convert_resource_gather, inputs="U*")
+    registry.add(["AssignAddVariableOp", "AssignSubVariableOp"], convert_assign_add,
+                 inputs="U*")
+    registry.add(["ResourceScatterAdd", "ResourceScatterSub"], convert_scatter_add,
+                 inputs="U**")
+    registry.add("AssignVariableOp", convert_overwrite, inputs="U*")
+    registry.add("ResourceScatterUpdate", convert_overwrite, inputs="U**")

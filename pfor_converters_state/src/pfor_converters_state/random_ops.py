@@ -1,0 +1,294 @@
+"""Random ops: one draw for all iterations, shaped by the user's ``randomness`` option.
+
+A stateful random op (``RandomUniform``, ``Multinomial``, ...) draws from its kernel's
+own stream. With ``randomness="different"`` the converted op draws once with the
+iteration axis prepended to its shape (``[n] + shape``): rows are independent draws, as
+iterations of a sequential loop would be (not the same numbers: a sequential loop would
+consume the stream in another order). Per-iteration parameters fold into the draw
+(multinomial logits into the batch, gamma/poisson rates into the parameter shape).
+``"same"`` draws the per-iteration shape once and returns it invariant (it has no meaning
+for per-iteration parameters, nor across the chunks of ``parallel_iterations``, which
+each run the converted body); ``"error"`` raises ``ConversionError``. Seed attrs are kept.
+Per-iteration shapes or integer bounds decline (the fallback loop draws them).
+
+Stateless random ops are deterministic functions of their seed, so an invariant seed
+means the same draw in every iteration (the walk re-emits those). Two exceptions:
+- the seed comes from state the body advances (``tf.random.Generator``: ``RngReadAndSkip``;
+  Keras ``SeedGenerator``: a variable read that the body also assigns). A sequential loop
+  would then draw anew per iteration, so these ops follow ``randomness`` like stateful
+  ones. The walk shows us all-invariant stateless random ops (``dispatch_invariant``) so
+  we can tell; ``RngReadAndSkip`` skips ``n`` times as far under ``"different"`` so later
+  draws of the generator do not overlap ours.
+- per-iteration (stacked) seeds, key or counter: each iteration's draw must be exactly
+  the one it would make alone, but TensorFlow's kernels take one key/counter per op.
+  For the Philox algorithm (what CPU and GPU kernels use) ``philox`` rebuilds the
+  kernel's bit stream with integer ops batched over keys: exact and loop-free for
+  uniform floats (float32/64), uniform integers (int32/64, bounds stacked or not) and
+  full-range integers; ``StatelessRandomGetKeyCounter`` on stacked seeds likewise.
+  Normal and truncated normal draws (libm transcendental functions, rejection
+  sampling) and half-precision floats decline: the fallback loop draws them exactly
+  (``fallback="error"`` raises for them), as do gamma, poisson, binomial,
+  parametrized truncated normal and multinomial draws. The rebuilt stream is the CPU/GPU kernels';
+  under XLA (``jit_compile``) TensorFlow's own Philox lowering may differ from it.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from pfor_core import Invariant, Stacked, shapes
+from pfor_core.errors import ConversionError
+
+from pfor_converters_state import philox
+
+# Stateful ops whose only random-shape input is input 0 and whose other inputs (if any)
+# are scalar parameters that must be invariant.
+_SHAPED = ("RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt")
+# Stateful ops whose output shape is ``shape + param.shape`` (param is input 1).
+_PARAMETRIZED = ("RandomGamma", "RandomPoisson", "RandomPoissonV2")
+# Stateless ops: input 0 is the shape; the seed inputs follow (key, counter, alg or seed).
+_STATELESS_V2 = ("StatelessRandomUniformV2", "StatelessRandomNormalV2",
+                 "StatelessTruncatedNormalV2", "StatelessRandomUniformIntV2",
+                 "StatelessRandomUniformFullIntV2")
+_STATELESS_V1 = ("StatelessRandomUniform", "StatelessRandomNormal", "StatelessTruncatedNormal",
+                 "StatelessRandomUniformInt", "StatelessRandomUniformFullInt")
+# Stateless ops with parameters broadcast to ``shape`` (no exact batched draw).
+_STATELESS_PARAMETRIZED = ("StatelessRandomGammaV3", "StatelessRandomGammaV2",
+                           "StatelessRandomPoisson", "StatelessRandomBinomial",
+                           "StatelessParameterizedTruncatedNormal")
+_SEED_INPUTS = {**{t: (1, 2, 3) for t in _STATELESS_V2}, **{t: (1,) for t in _STATELESS_V1},
+                **{t: (1,) for t in _STATELESS_PARAMETRIZED}, "StatelessRandomGammaV3": (1, 2, 3),
+                "StatelessMultinomial": (2,)}
+_PHILOX = (1, 3)  # RNG_ALG_PHILOX, RNG_ALG_AUTO_SELECT (Philox on CPU and GPU)
+_WRITES = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp")
+
+
+def _mode(ctx) -> str:
+    """The randomness option; raises for ``"error"``."""
+    mode = ctx.options.randomness
+    if mode == "error":
+        raise ConversionError(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' draws random values and "
+            "randomness='error' forbids random ops in the loop body; pass "
+            "randomness='different' (independent draws per iteration) or 'same' "
+            "(one draw shared by all iterations).")
+    if mode == "same" and ctx.chunked:
+        # The converted body runs once per chunk: each chunk would draw anew.
+        raise ConversionError(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' draws random values, and "
+            "randomness='same' cannot share one draw across the chunks of "
+            "parallel_iterations; drop parallel_iterations or use randomness='different'.")
+    return mode
+
+
+def _prefixed_shape(ctx, shape: tf.Tensor) -> tf.Tensor:
+    """``[n] + shape`` in the shape's dtype."""
+    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    return tf.concat([tf.reshape(tf.cast(n, shape.dtype), [1]), shape], 0)
+
+
+def _draw_stacked(ctx, shape: tf.Tensor, *rest) -> Stacked:
+    out = ctx.emit(_prefixed_shape(ctx, shape), *rest)[0]
+    out.set_shape(tf.TensorShape([ctx.n_static]).concatenate(ctx.output_shapes[0]))
+    return Stacked(tensor=out)
+
+
+def convert_shaped(ctx):
+    """RandomUniform & co: shape invariant, scalar parameters invariant."""
+    mode = _mode(ctx)
+    if any(v.is_stacked for v in ctx.inputs):
+        return ctx.decline("a per-iteration shape or parameter (minval/maxval)")
+    tensors = [v.tensor for v in ctx.inputs]
+    if mode == "same":
+        return Invariant(tensor=ctx.emit(*tensors)[0])
+    return _draw_stacked(ctx, *tensors)
+
+
+def convert_parametrized(ctx):
+    """RandomGamma / RandomPoisson: output ``shape + param.shape``; a stacked param
+    ``[n] + p`` gives ``shape + [n] + p``, moved to ``[n] + shape + p``."""
+    shape, param = ctx.inputs
+    mode = _mode(ctx)
+    if shape.is_stacked:
+        return ctx.decline("a per-iteration shape")
+    if not param.is_stacked:
+        if mode == "same":
+            return Invariant(tensor=ctx.emit(shape.tensor, param.tensor)[0])
+        return _draw_stacked(ctx, shape.tensor, param.tensor)
+    if mode == "same":
+        return ctx.decline("randomness='same' with per-iteration parameters has no shared draw")
+    s = shape.tensor.shape[0]
+    p = param.shape.rank
+    if s is None or p is None:
+        return ctx.decline("shape length or parameter rank unknown")
+    out = ctx.emit(shape.tensor, param.tensor)[0]
+    perm = [s] + list(range(s)) + list(range(s + 1, s + 1 + p))
+    return Stacked(tensor=tf.transpose(out, perm))
+
+
+def convert_multinomial(ctx):
+    """Multinomial(logits [B, C], num_samples): stacked logits fold n into the batch;
+    invariant logits draw ``n * num_samples`` samples per row, split into iterations."""
+    logits, num = ctx.inputs
+    mode = _mode(ctx)
+    if num.is_stacked:
+        return ctx.decline("a per-iteration num_samples")
+    if not logits.is_stacked:
+        if mode == "same":
+            return Invariant(tensor=ctx.emit(logits.tensor, num.tensor)[0])
+        return _multinomial_rows(ctx)
+    if mode == "same":
+        return ctx.decline("randomness='same' with per-iteration logits has no shared draw")
+    d = ctx.dims(logits)
+    out = ctx.emit(shapes.reshape(logits.tensor, [d[0] * d[1], d[2]]), num.tensor)[0]
+    return Stacked(tensor=shapes.reshape(out, [d[0], d[1], _static_or_tensor(num.tensor)]))
+
+
+def _static_or_tensor(scalar):
+    value = tf.get_static_value(scalar)
+    return int(value) if value is not None else tf.cast(scalar, tf.int32)
+
+
+def _multinomial_rows(ctx):
+    """Invariant logits [B, C]: ``n * num_samples`` samples per row (further inputs, a
+    seed, as they are), split into ``[n, B, num_samples]``."""
+    logits, num, *rest = (v.tensor for v in ctx.inputs)
+    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    out = ctx.emit(logits, num * tf.cast(n, num.dtype), *rest)[0]
+    b = logits.shape[0] if logits.shape[0] is not None else tf.shape(logits)[0]
+    rows = shapes.reshape(out, [b, n, _static_or_tensor(num)])
+    return Stacked(tensor=tf.transpose(rows, [1, 0, 2]))
+
+
+def convert_rng_read_and_skip(ctx):
+    """tf.random.Generator's state read: under ``"different"`` skip n times as far; the
+    stateless draws seeded from it then draw ``[n] + shape`` (see ``convert_stateless``)."""
+    resource, alg, delta = ctx.inputs
+    mode = _mode(ctx)
+    if any(v.is_stacked for v in ctx.inputs):
+        return ctx.decline("a per-iteration generator, algorithm or delta")
+    skip = delta.tensor
+    if mode == "different":
+        skip = skip * tf.cast(ctx.n, skip.dtype)
+    return Invariant(tensor=ctx.emit(resource.tensor, alg.tensor, skip)[0])
+
+
+def convert_stateless(ctx):
+    """Stateless random ops: invariant and deterministic unless seeded from state the
+    body advances; per-iteration seeds draw exactly through ``philox`` where its bits
+    are exact (else decline)."""
+    seeds = _SEED_INPUTS[ctx.op_type]
+    if ctx.inputs[0].is_stacked:
+        return ctx.decline("a per-iteration shape")
+    state_seeded = _seeded_from_state(ctx, [ctx.op.inputs[k] for k in seeds])
+    if any(v.is_stacked for v in ctx.inputs):
+        if state_seeded and not any(ctx.inputs[k].is_stacked for k in seeds):
+            return ctx.decline("per-iteration minval/maxval with a generator's seed")
+        return _exact_draw(ctx)
+    tensors = [v.tensor for v in ctx.inputs]
+    if not state_seeded or _mode(ctx) == "same":
+        return Invariant(tensor=ctx.emit(*tensors)[0])
+    return _draw_stacked(ctx, *tensors)
+
+
+def convert_stateless_multinomial(ctx):
+    """StatelessMultinomial: like ``convert_stateless``, with no exact batched draw."""
+    if any(v.is_stacked for v in ctx.inputs):
+        return ctx.decline("per-iteration logits, num_samples or seed: no bit-exact batched "
+                           "draw (falls back to a loop)")
+    if not _seeded_from_state(ctx, [ctx.op.inputs[2]]) or _mode(ctx) == "same":
+        return Invariant(tensor=ctx.emit(*(v.tensor for v in ctx.inputs))[0])
+    return _multinomial_rows(ctx)
+
+
+def convert_get_key_counter(ctx):
+    """Per-iteration seeds scrambled into keys and counters, exactly as the kernel does."""
+    key, counter = philox.key_counter_from_seed(ctx.inputs[0].tensor)
+    return [Stacked(tensor=key), Stacked(tensor=counter)]
+
+
+def _exact_draw(ctx):
+    """Each iteration's own Philox stream (key/counter, or scrambled seed, per row)."""
+    op_type, dtype = ctx.op_type, ctx.attr("dtype")
+    if "FullInt" in op_type and dtype in (tf.int32, tf.int64, tf.uint32, tf.uint64):
+        kind = "full_int"
+    elif "UniformInt" in op_type and dtype in (tf.int32, tf.int64):
+        kind = "uniform_int"
+    elif "Uniform" in op_type and "Int" not in op_type and dtype in (tf.float32, tf.float64):
+        kind = "uniform"
+    else:
+        return ctx.decline(f"per-iteration seeds: no bit-exact batched {op_type} of "
+                           f"{dtype.name} (falls back to a loop)")
+    if op_type.endswith("V2"):
+        alg = tf.get_static_value(ctx.inputs[3].tensor)
+        if ctx.inputs[3].is_stacked or alg is None or int(alg) not in _PHILOX:
+            return ctx.decline("a per-iteration or non-Philox algorithm")
+        key, counter = ctx.inputs[1].tensor, ctx.inputs[2].tensor
+        if not ctx.inputs[1].is_stacked:
+            key = key[None]
+        if not ctx.inputs[2].is_stacked:
+            counter = counter[None]
+        bounds = ctx.inputs[4:]
+    else:
+        seed = ctx.inputs[1]
+        key, counter = philox.key_counter_from_seed(
+            seed.tensor if seed.is_stacked else seed.tensor[None])
+        bounds = ctx.inputs[2:]
+    shape = ctx.inputs[0].tensor
+    size = tf.reduce_prod(tf.cast(shape, tf.int64))
+    words = philox.words(key, counter, size * philox.words_per_element(dtype))
+    if kind == "full_int":
+        flat = philox.full_int(words, dtype)
+    elif kind == "uniform_int":
+        lo, hi = (v.tensor[:, None] if v.is_stacked else v.tensor for v in bounds)
+        flat = philox.uniform_int(words, dtype, lo, hi)
+    else:
+        flat = philox.uniform(words, dtype)
+    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    out = tf.reshape(flat, tf.concat([tf.reshape(tf.cast(n, shape.dtype), [1]), shape], 0))
+    out.set_shape(tf.TensorShape([ctx.n_static]).concatenate(ctx.output_shapes[0]))
+    return Stacked(tensor=out)
+
+
+def _seeded_from_state(ctx, tensors) -> bool:
+    """Whether the body computes these tensors from state it advances: a generator
+    skip, a stateful random op, or a read of a variable the body also writes."""
+    memo = ctx.scratch.setdefault("random_ops.seeded_from_state", {})
+    stack, seen = [t.op for t in tensors], set()
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        if id(op) in memo:
+            if memo[id(op)]:
+                return True
+            continue
+        if op._is_stateful and _advances(op):  # pylint: disable=protected-access
+            memo[id(op)] = True
+            return True
+        stack.extend(t.op for t in op.inputs)
+    for key in seen:
+        memo.setdefault(key, False)
+    return False
+
+
+def _advances(op) -> bool:
+    if op.type == "Placeholder":
+        return False
+    if op.type == "ReadVariableOp":
+        return any(c.type in _WRITES for c in op.inputs[0].consumers())
+    return True
+
+
+def register(registry):
+    """Add this family's converters to the pack's registrar."""
+    registry.add(_SHAPED, convert_shaped)
+    registry.add(_PARAMETRIZED, convert_parametrized, inputs="**")
+    registry.add("Multinomial", convert_multinomial, inputs="**")
+    registry.add("RngReadAndSkip", convert_rng_read_and_skip, inputs="***")
+    stateless = _STATELESS_V2 + _STATELESS_V1 + _STATELESS_PARAMETRIZED
+    registry.add(stateless, convert_stateless)
+    registry.add("StatelessMultinomial", convert_stateless_multinomial, inputs="***")
+    registry.add("StatelessRandomGetKeyCounter", convert_get_key_counter, inputs="S")
+    registry.dispatch_invariant(stateless + ("StatelessMultinomial",))
