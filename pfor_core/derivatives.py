@@ -115,8 +115,8 @@ def _batch_jacobian_in_graph(tape, target, source, options):
     return tf.reshape(moved, tf.concat([shape, tf.shape(source)[1:]], 0))
 
 
-def jacobian(f, x, *, fallback="warn", parallel_iterations=None):
-    """The jacobian of ``f`` at ``x``: shape ``f(x).shape + x.shape`` (nested)."""
+def _of_function(f, x, fallback, parallel_iterations, finish):
+    """Record ``f(x)`` on a tape and hand it to ``finish(tape, y, x, options)``."""
     checks.callable_arg(f, "f")
     _check_sources(x, "x")
     options = _options(fallback, parallel_iterations)
@@ -126,26 +126,20 @@ def jacobian(f, x, *, fallback="warn", parallel_iterations=None):
         with tf.GradientTape(persistent=True) as tape:
             _watch(tape, x)
             y = f(x)
-        return _jacobian_in_graph(tape, y, x, options)
+        return finish(tape, y, x, options)
 
     return _in_graph(compute, x)
+
+
+def jacobian(f, x, *, fallback="warn", parallel_iterations=None):
+    """The jacobian of ``f`` at ``x``: shape ``f(x).shape + x.shape`` (nested)."""
+    return _of_function(f, x, fallback, parallel_iterations, _jacobian_in_graph)
 
 
 def batch_jacobian(f, x, *, fallback="warn", parallel_iterations=None):
     """For ``f`` whose output row b depends only on input row b:
     shape ``[B] + y.shape[1:] + x.shape[1:]``."""
-    checks.callable_arg(f, "f")
-    _check_sources(x, "x")
-    options = _options(fallback, parallel_iterations)
-    f = autograph.convert_user_fn(f, autograph.caller_status())
-
-    def compute(x):
-        with tf.GradientTape(persistent=True) as tape:
-            _watch(tape, x)
-            y = f(x)
-        return _batch_jacobian_in_graph(tape, y, x, options)
-
-    return _in_graph(compute, x)
+    return _of_function(f, x, fallback, parallel_iterations, _batch_jacobian_in_graph)
 
 
 def hessian(f, x, *, fallback="warn", parallel_iterations=None):
