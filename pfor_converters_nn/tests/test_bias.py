@@ -35,3 +35,30 @@ def test_bias_add(rank, channels, n, stacked, channels_first, seed):
                                                   list(stacked)), n)
     if want is not None:
         testing.assert_allclose(got, want)
+
+
+@given(rank=st.integers(2, 4), channels=st.integers(1, 3), n=st.sampled_from([0, 1, 2, 3]),
+       channels_first=st.booleans(), mode=st.sampled_from(testing.MODES),
+       seed=st.integers(0, 99))
+def test_bias_add_grad(rank, channels, n, channels_first, mode, seed):
+    """BiasAddGrad directly (stacked gradient), both data formats, and as the gradient
+    of BiasAdd taken inside the body with a stacked or invariant bias."""
+    if channels_first and rank < 3:
+        channels_first = False  # NCHW needs a spatial axis
+    rng = np.random.default_rng(seed)
+    shape = [2] * rank
+    shape[1 if channels_first else -1] = channels
+    grad = tf.constant(rng.standard_normal([n] + shape).astype(np.float32))
+    fmt = "NCHW" if channels_first else "NHWC"
+    testing.check_op(lambda g: tf.raw_ops.BiasAddGrad(out_backprop=g, data_format=fmt),
+                     [grad], stacked=[True], n=n, mode=mode)
+    bias_stacked = bool(seed % 2)
+    bias = tf.constant(rng.standard_normal([n] * bias_stacked + [shape[-1]]), tf.float32)
+
+    def body(v, b):
+        with tf.GradientTape() as tape:
+            tape.watch(b)
+            loss = tf.reduce_sum(tf.nn.bias_add(v, b) * v)
+        return tape.gradient(loss, b)
+
+    testing.check_op(body, [grad, bias], stacked=[True, bias_stacked], n=n, mode=mode)

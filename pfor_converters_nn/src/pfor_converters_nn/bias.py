@@ -3,6 +3,9 @@
 A stacked value with an invariant bias is one BiasAdd (channels-last), or a
 broadcasting add after moving the bias to the channel axis (channels-first). A stacked
 bias lines up with the value's channel axis by size-1 axes and adds with broadcasting.
+
+BiasAddGrad sums the gradient over every axis but the channel axis; for a stacked
+gradient that is one reduce_sum over those axes, shifted past the stacked axis.
 """
 
 from __future__ import annotations
@@ -32,6 +35,17 @@ def convert_bias_add(ctx):
     return Stacked(tensor=tf.math.add(ctx.stack(value), b))
 
 
+def convert_bias_add_grad(ctx):
+    (grad,) = ctx.inputs
+    rank = grad.shape.rank
+    if rank is None:
+        return ctx.decline("the gradient's rank is unknown")
+    channel = 1 if ctx.attr("data_format") in (b"NCHW", "NCHW") else rank - 1
+    axes = [k + 1 for k in range(rank) if k != channel]
+    return Stacked(tensor=tf.math.reduce_sum(grad.tensor, axis=axes))
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add("BiasAdd", convert_bias_add, inputs="**")
+    registry.add("BiasAddGrad", convert_bias_add_grad, inputs="S")

@@ -11,6 +11,13 @@ def pfor_converter_api_version():
 @pf.hookimpl
 def pfor_register_converters(registry):
     """Register each op family's converters (more families: see the nn issue)."""
-    from pfor_converters_nn import bias
+    from pfor_converters_nn import activations, bias, losses
+    from pfor_converters_nn import normalization, pooling
+    from pfor_converters_nn import conv
 
     bias.register(registry)
+    activations.register(registry)
+    losses.register(registry)
+    pooling.register(registry)
+    normalization.register(registry)
+    conv.register(registry)

@@ -1,0 +1,239 @@
+"""Convolutions (Conv2D, Conv3D, DepthwiseConv2dNative): code chosen by which inputs vary.
+
+- Stacked input, invariant filter: the iteration axis folds into the batch axis
+  ([n, b, ...] -> [n*b, ...]), one convolution runs, the result splits back.
+- Invariant input, stacked filter: output channels are independent, so the n filters
+  are laid side by side as one filter [k..., cin, n*cout]; one plain convolution, then
+  the n*cout output channels split into [n, ..., cout]. Nothing is tiled.
+- Both stacked: the iteration axis moves into the channels (input [b, ..., n*cin]) and
+  runs as a grouped convolution with n groups (filter [k..., cin, n*cout]). TF's Conv2D
+  and its gradient kernels run groups on CPU (oneDNN), GPU (cuDNN) and XLA, so this is
+  one op with no wasted work. Conv3D and EXPLICIT padding have no grouped CPU kernel
+  (the grouped CPU path is oneDNN's): there the filters form a block-diagonal filter
+  [k..., n*cin, n*cout], n times the flops of the loop but one op with no loop (the
+  zero blocks are the cost).
+- Depthwise convolution is per channel, so the iteration axis simply joins the
+  channels: input [b, h, w, n*c], filter [kh, kw, n*c, m] compute every iteration exactly.
+
+Only channels-last layouts are handled (CPU has no channels-first kernels); others
+decline. Strides, dilations and padding (also EXPLICIT: batch and channel entries are
+zero, so they stay valid) are untouched. Converters that merge n into channels compute
+nothing when n == 0 (kernels refuse zero channels): see ``nonempty``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from pfor_core import Stacked, shapes
+
+
+def channels_last(ctx) -> bool:
+    return ctx.attr("data_format") in (b"NHWC", b"NDHWC", "NHWC", "NDHWC")
+
+
+def n_of(ctx):
+    return ctx.n_static if ctx.n_static is not None else ctx.n
+
+
+def _move(t, src, dst):
+    perm = list(range(t.shape.rank))
+    perm.insert(dst, perm.pop(src))
+    return tf.transpose(t, perm)
+
+
+def to_channels(ctx, value) -> tf.Tensor:
+    """[n, b, ..., c] (or an invariant [b, ..., c], tiled) -> [b, ..., n*c], n-major."""
+    if not value.is_stacked:
+        t = value.tensor
+        return tf.tile(t, [1] * (t.shape.rank - 1) + [n_of(ctx)])
+    d = ctx.dims(value)
+    moved = _move(value.tensor, 0, len(d) - 2)
+    return shapes.reshape(moved, d[1:-1] + [shapes.product([d[0], d[-1]])])
+
+
+def from_channels(ctx, t, c) -> tf.Tensor:
+    """[b, ..., n*c] -> [n, b, ..., c]."""
+    d = shapes.dims(t)
+    split = shapes.reshape(t, d[:-1] + [n_of(ctx), c])
+    return _move(split, split.shape.rank - 2, 0)
+
+
+def filter_out(ctx, f) -> tf.Tensor:
+    """Stacked filter [n, k..., cin, cout] -> [k..., cin, n*cout] (n-major)."""
+    d = ctx.dims(f)
+    moved = _move(f.tensor, 0, len(d) - 2)
+    return shapes.reshape(moved, d[1:-1] + [shapes.product([d[0], d[-1]])])
+
+
+def filter_in(ctx, f) -> tf.Tensor:
+    """Stacked filter [n, k..., cin, cout] -> [k..., n*cin, cout]."""
+    d = ctx.dims(f)
+    moved = _move(f.tensor, 0, len(d) - 3)
+    return shapes.reshape(moved, d[1:-2] + [shapes.product([d[0], d[-2]]), d[-1]])
+
+
+def unfilter_out(ctx, t, cout) -> tf.Tensor:
+    """[k..., cin, n*cout] -> [n, k..., cin, cout]."""
+    d = shapes.dims(t)
+    split = shapes.reshape(t, d[:-1] + [n_of(ctx), cout])
+    return _move(split, split.shape.rank - 2, 0)
+
+
+def unfilter_in(ctx, t, cin) -> tf.Tensor:
+    """[k..., n*cin, cout] -> [n, k..., cin, cout]."""
+    d = shapes.dims(t)
+    split = shapes.reshape(t, d[:-2] + [n_of(ctx), cin, d[-1]])
+    return _move(split, split.shape.rank - 3, 0)
+
+
+def block_diagonal(ctx, f) -> tf.Tensor:
+    """Stacked filter [n, k..., cin, cout] -> [k..., n*cin, n*cout], block j = filter j."""
+    d = ctx.dims(f)
+    r = len(d) - 3
+    diag = tf.linalg.diag(_move(f.tensor, 0, r + 2))            # [k..., cin, cout, n, n]
+    perm = list(range(r)) + [r + 2, r, r + 3, r + 1]             # [k..., n, cin, n, cout]
+    n = d[0]
+    return shapes.reshape(tf.transpose(diag, perm),
+                          d[1:r + 1] + [shapes.product([n, d[-2]]), shapes.product([n, d[-1]])])
+
+
+def diagonal_blocks(ctx, t, cin, cout) -> tf.Tensor:
+    """[k..., n*cin, n*cout] -> [n, k..., cin, cout]: the diagonal blocks."""
+    d = shapes.dims(t)
+    n = n_of(ctx)
+    r = len(d) - 2
+    blocks = shapes.reshape(t, d[:r] + [n, cin, n, cout])
+    perm = list(range(r)) + [r + 1, r + 3, r, r + 2]             # [k..., cin, cout, n, n]
+    diag = tf.linalg.diag_part(tf.transpose(blocks, perm))     # [k..., cin, cout, n]
+    return _move(diag, r + 2, 0)
+
+
+def scale_entries(ctx, sizes, entries) -> tf.Tensor:
+    """An invariant shape vector with each entry in ``entries`` multiplied by n."""
+    static = tf.get_static_value(sizes)
+    if static is not None and ctx.n_static is not None:
+        out = [int(v) for v in static]
+        for k in entries:
+            out[k] *= ctx.n_static
+        return tf.constant(out, sizes.dtype)
+    n = tf.cast(ctx.n, sizes.dtype)
+    rank = sizes.shape[0]
+    factors = [n if k in [e % rank for e in entries] else tf.constant(1, sizes.dtype)
+               for k in range(rank)]
+    return sizes * tf.stack(factors)
+
+
+def nonempty(ctx, compute):
+    """``compute()`` (a stacked result) when n > 0; when n == 0 an empty result whose
+    per-iteration shape comes from the op run once on zeros. Merging n into channels
+    would make zero-channel kernels, which fail, and kernels given an empty batch
+    return wrongly shaped results, which later gradient kernels reject."""
+    if ctx.n_static is not None and ctx.n_static > 0:
+        return compute()
+    if ctx.n_static == 0:
+        return empty_result(ctx)
+    out = tf.cond(ctx.n > 0, compute, lambda: empty_result(ctx))
+    out.set_shape(tf.TensorShape([None]).concatenate(ctx.output_shapes[0]))
+    return out
+
+
+def empty_result(ctx) -> tf.Tensor:
+    args = [tf.zeros(shapes.shape_tensor(shapes.dims(v.tensor)[1:]), v.dtype)
+            if v.is_stacked else v.tensor for v in ctx.inputs]
+    out = ctx.emit(*args)[0]
+    return tf.zeros(shapes.shape_tensor([0] + shapes.dims(out)), out.dtype)
+
+
+def grouped(ctx) -> bool:
+    """Whether a grouped kernel runs this op: 2-D, not EXPLICIT padding (whose CPU
+    kernels have no groups), and a kernel with groups present (cuDNN, or oneDNN on CPU:
+    TF_ENABLE_ONEDNN_OPTS=0 leaves the CPU without one)."""
+    return ("Conv2D" in ctx.op_type and ctx.attr("padding") not in (b"EXPLICIT", "EXPLICIT")
+            and _grouped_kernel_present())
+
+
+def _grouped_kernel_present() -> bool:
+    onednn_off = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip().lower() in ("0", "false")
+    return not onednn_off or bool(tf.config.list_physical_devices("GPU"))
+
+
+def fold(ctx, k) -> tf.Tensor:
+    return shapes.merge_leading(ctx.inputs[k].tensor, 2, ctx.n)
+
+
+def unfold(ctx, t, batch) -> tf.Tensor:
+    """[n*b, ...] -> [n, b, ...], the per-iteration dims taken from the op's output shape
+    where static (the kernels give odd shapes for an empty batch)."""
+    static = ctx.output_shapes[0].as_list()
+    d = shapes.dims(t)
+    rest = [s if s is not None else d[k + 1] for k, s in enumerate(static[1:])]
+    return shapes.reshape(t, [n_of(ctx), batch] + rest)
+
+
+def batch_of(ctx, k):
+    value = ctx.inputs[k]
+    return ctx.dims(value)[1] if value.is_stacked else shapes.dims(value.tensor)[0]
+
+
+def convert_conv_folded(ctx):
+    """Stacked input, invariant filter: fold n into the batch."""
+    if not channels_last(ctx):
+        return ctx.decline("only channels-last convolutions are converted")
+    return Stacked(tensor=folded(ctx, lambda: ctx.emit(fold(ctx, 0), ctx.inputs[1].tensor)[0], 0))
+
+
+def folded(ctx, compute, k):
+    """Unfold ``compute()`` (batch n*b, b from input k); an empty n needs the guard only
+    where the output's static shape cannot fix the kernel's empty-batch shape."""
+    run = lambda: unfold(ctx, compute(), batch_of(ctx, k))
+    if ctx.output_shapes[0].is_fully_defined():
+        return run()
+    return nonempty(ctx, run)
+
+
+def convert_conv_stacked_filter(ctx):
+    """Stacked filter: side-by-side filters (invariant input), grouped (both stacked, 2-D)
+    or block-diagonal (both stacked, 3-D)."""
+    if not channels_last(ctx):
+        return ctx.decline("only channels-last convolutions are converted")
+    x, f = ctx.inputs
+    cout = ctx.output_shapes[0].as_list()[-1] or ctx.dims(f)[-1]
+
+    def compute():
+        if not x.is_stacked:
+            out = ctx.emit(x.tensor, filter_out(ctx, f))[0]
+        elif grouped(ctx):
+            out = ctx.emit(to_channels(ctx, x), filter_out(ctx, f))[0]
+        else:
+            out = ctx.emit(to_channels(ctx, x), block_diagonal(ctx, f))[0]
+        return from_channels(ctx, out, cout)
+
+    return Stacked(tensor=nonempty(ctx, compute))
+
+
+def convert_depthwise(ctx):
+    """Stacked filter: n joins the channels (exact, the kernel is per channel)."""
+    if not channels_last(ctx):
+        return ctx.decline("only channels-last convolutions are converted")
+    x, f = ctx.inputs
+    cm = ctx.output_shapes[0].as_list()[-1] or shapes.product(ctx.dims(f)[-2:])
+
+    def compute():
+        out = ctx.emit(to_channels(ctx, x), filter_in(ctx, f))[0]
+        return from_channels(ctx, out, cm)
+
+    return Stacked(tensor=nonempty(ctx, compute))
+
+
+def register(registry):
+    """Add this family's converters to the pack's registrar."""
+    from pfor_converters_nn import conv_grad
+
+    ops = ["Conv2D", "Conv3D", "DepthwiseConv2dNative"]
+    registry.add(ops, convert_conv_folded, inputs="SU")
+    registry.add(["Conv2D", "Conv3D"], convert_conv_stacked_filter, inputs="*S")
+    registry.add("DepthwiseConv2dNative", convert_depthwise, inputs="*S")
+    conv_grad.register(registry)

@@ -1,0 +1,103 @@
+"""Convolution gradient kernels: the same layouts as the forward converters in conv.py.
+
+Backprop-input (input_sizes, filter, out_backprop): with an invariant filter the
+gradients fold n into the batch (input_sizes' batch entry times n). With a stacked
+filter n moves into the channels: the input channels are independent, so an invariant
+out_backprop meets the filters stacked along input channels [k..., n*cin, cout]; a
+stacked one runs grouped (2-D, not EXPLICIT padding) or against the block-diagonal
+filter (3-D, EXPLICIT padding).
+
+Backprop-filter (input, filter_sizes, out_backprop), the per-example gradient kernel:
+dW_j = sum over batch and positions of input_j (x) out_backprop_j. With one side
+invariant the other side's n goes into its channels and one plain kernel computes every
+iteration (no tiling): [k..., n*cin, cout] or [k..., cin, n*cout]. With both stacked a
+grouped kernel with n groups gives exactly the n per-iteration gradients in one op (2-D);
+otherwise (3-D, EXPLICIT padding) the full [n*cin, n*cout] cross gradient is computed
+and its diagonal blocks kept.
+Depthwise kernels are per channel: n joins the channels of every operand.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from pfor_core import Stacked, shapes
+
+from pfor_converters_nn import conv
+
+
+def _checked(fn):
+    @functools.wraps(fn)
+    def converter(ctx):
+        if not conv.channels_last(ctx):
+            return ctx.decline("only channels-last convolutions are converted")
+        if ctx.inputs[0 if "Input" in ctx.op_type else 1].is_stacked:
+            return ctx.decline("stacked sizes")
+        return fn(ctx)
+
+    return converter
+
+
+@_checked
+def convert_backprop_input_folded(ctx):
+    """Invariant sizes and filter, stacked out_backprop: fold n into the batch."""
+    sizes, f, dy = ctx.inputs
+    return Stacked(tensor=conv.folded(ctx, lambda: ctx.emit(
+        conv.scale_entries(ctx, sizes.tensor, [0]), f.tensor, conv.fold(ctx, 2))[0], 2))
+
+
+@_checked
+def convert_backprop_input_stacked_filter(ctx):
+    sizes, f, dy = ctx.inputs
+    cin = ctx.output_shapes[0].as_list()[-1] or ctx.dims(f)[-2]
+    wide_sizes = conv.scale_entries(ctx, sizes.tensor, [-1])
+
+    def compute():
+        if ctx.op_type == "DepthwiseConv2dNativeBackpropInput":
+            out = ctx.emit(wide_sizes, conv.filter_in(ctx, f), conv.to_channels(ctx, dy))[0]
+        elif not dy.is_stacked:
+            out = ctx.emit(wide_sizes, conv.filter_in(ctx, f), dy.tensor)[0]
+        elif conv.grouped(ctx):
+            out = ctx.emit(wide_sizes, conv.filter_out(ctx, f), conv.to_channels(ctx, dy))[0]
+        else:
+            out = ctx.emit(wide_sizes, conv.block_diagonal(ctx, f), conv.to_channels(ctx, dy))[0]
+        return conv.from_channels(ctx, out, cin)
+
+    return Stacked(tensor=conv.nonempty(ctx, compute))
+
+
+@_checked
+def convert_backprop_filter(ctx):
+    x, sizes, dy = ctx.inputs
+    cin = shapes.dims(x.tensor)[-1]
+    cout = shapes.dims(dy.tensor)[-1]
+    op = ctx.op_type
+
+    def compute():
+        if op == "DepthwiseConv2dNativeBackpropFilter" or not dy.is_stacked:
+            wide = conv.scale_entries(ctx, sizes.tensor, [-2])
+            depthwise = op == "DepthwiseConv2dNativeBackpropFilter"
+            wide_dy = conv.to_channels(ctx, dy) if depthwise else dy.tensor
+            out = ctx.emit(conv.to_channels(ctx, x), wide, wide_dy)[0]
+            return conv.unfilter_in(ctx, out, cin)
+        if not x.is_stacked or conv.grouped(ctx):
+            wide = conv.scale_entries(ctx, sizes.tensor, [-1])
+            wide_x = conv.to_channels(ctx, x) if x.is_stacked else x.tensor
+            out = ctx.emit(wide_x, wide, conv.to_channels(ctx, dy))[0]
+            return conv.unfilter_out(ctx, out, cout)
+        wide = conv.scale_entries(ctx, sizes.tensor, [-2, -1])
+        out = ctx.emit(conv.to_channels(ctx, x), wide, conv.to_channels(ctx, dy))[0]
+        return conv.diagonal_blocks(ctx, out, cin, cout)
+
+    return Stacked(tensor=conv.nonempty(ctx, compute))
+
+
+def register(registry):
+    """Add the gradient kernels' converters to the pack's registrar."""
+    inputs = ["Conv2DBackpropInput", "Conv3DBackpropInputV2", "DepthwiseConv2dNativeBackpropInput"]
+    filters = ["Conv2DBackpropFilter", "Conv3DBackpropFilterV2",
+               "DepthwiseConv2dNativeBackpropFilter"]
+    registry.add(inputs, convert_backprop_input_folded, inputs="UUS")
+    registry.add(inputs, convert_backprop_input_stacked_filter, inputs="US*")
+    registry.add(filters, convert_backprop_filter, inputs="SU*")
+    registry.add(filters, convert_backprop_filter, inputs="UUS")

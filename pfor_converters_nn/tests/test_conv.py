@@ -1,0 +1,129 @@
+"""Convolutions and their gradient kernels against the sequential loop: every
+invariance mix of input / filter / out_backprop, strides, dilations, padding."""
+
+import numpy as np
+import tensorflow as tf
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pfor_core import testing
+
+TOL = dict(rtol=1e-4, atol=1e-4)
+FORWARD = ("Conv2D", "Conv1D", "Conv3D", "DepthwiseConv2dNative")
+GRADS = ("Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3DBackpropInputV2",
+         "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropInput",
+         "DepthwiseConv2dNativeBackpropFilter")
+
+
+@st.composite
+def conv_setups(draw, kinds):
+    """An op kind, per-iteration input and filter shapes and attrs the CPU kernels run."""
+    kind = draw(st.sampled_from(kinds))
+    rank = 3 if "3D" in kind else 1 if kind == "Conv1D" else 2
+    depthwise = kind.startswith("Depthwise")
+    batch = draw(st.integers(1, 2))
+    spatial = [draw(st.integers(3, 6)) for _ in range(rank)]
+    kernel = [draw(st.integers(1, 3)) for _ in range(rank)]
+    cin, cout = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    stride = draw(st.integers(1, 2))
+    # CPU kernels: no dilation with strides, none for Conv3D / depthwise.
+    dilation = 1 if stride > 1 or rank == 3 or depthwise else draw(st.integers(1, 2))
+    padding = draw(st.sampled_from(["SAME", "VALID", "EXPLICIT"] if rank == 2 else
+                                   ["SAME", "VALID"]))
+    if padding == "EXPLICIT":
+        dilation = 1  # the generic CPU kernels (EXPLICIT) have no dilation
+        padding = [[0, 0]] + [[draw(st.integers(0, 2)), draw(st.integers(0, 2))]
+                              for _ in range(rank)] + [[0, 0]]
+    # Every spatial dim at least the dilated kernel, so VALID has an output.
+    spatial = [max(s, (k - 1) * dilation + 1) for s, k in zip(spatial, kernel)]
+    return dict(kind=kind, x=[batch] + spatial + [cin], f=kernel + [cin, cout],
+                stride=stride, dilation=dilation, padding=padding)
+
+
+def forward(kind, stride, dilation, padding):
+    flat = [p for pair in padding for p in pair] if isinstance(padding, list) else []
+    pad = "EXPLICIT" if flat else padding
+    if kind == "Conv1D":
+        return lambda x, f: tf.nn.conv1d(x, f, stride, padding, dilations=dilation)
+    if kind == "Conv3D":
+        return lambda x, f: tf.nn.conv3d(x, f, [1, stride, stride, stride, 1], padding)
+    if kind == "Conv2D":
+        return lambda x, f: tf.nn.conv2d(x, f, stride, padding, dilations=dilation)
+    return lambda x, f: tf.raw_ops.DepthwiseConv2dNative(
+        input=x, filter=f, strides=[1, stride, stride, 1], padding=pad,
+        explicit_paddings=flat)
+
+
+def backprop(kind, setup, out_shape):
+    """The gradient kernel as a function of (input or filter, out_backprop)."""
+    rank = len(setup["x"])
+    strides = [1] + [setup["stride"]] * (rank - 2) + [1]
+    dil = [1] + [setup["dilation"]] * (rank - 2) + [1]
+    padding = setup["padding"]
+    flat = [p for pair in padding for p in pair] if isinstance(padding, list) else []
+    attrs = dict(strides=strides, padding="EXPLICIT" if flat else padding)
+    if kind.startswith("Conv2D") or kind.startswith("Depthwise"):
+        attrs.update(dilations=dil, explicit_paddings=flat)
+    op = getattr(tf.raw_ops, kind)
+    if "Input" in kind:
+        return lambda f, dy: op(input_sizes=setup["x"], filter=f, out_backprop=dy, **attrs)
+    return lambda x, dy: op(input=x, filter_sizes=setup["f"], out_backprop=dy, **attrs)
+
+
+def values(rng, n, shape, stacked):
+    return tf.constant(rng.standard_normal(([n] if stacked else []) + list(shape)), tf.float32)
+
+
+@given(setup=conv_setups(FORWARD), n=st.sampled_from([0, 1, 2, 3]), data=st.data(),
+       mode=st.sampled_from(testing.MODES), seed=st.integers(0, 99))
+def test_conv_forward(setup, n, data, mode, seed):
+    rng = np.random.default_rng(seed)
+    stacked = testing.draw_stacked(data, 2)
+    if setup["kind"] == "DepthwiseConv2dNative":
+        setup["f"][-1] = data.draw(st.integers(1, 2))  # channel multiplier
+    x = values(rng, n, setup["x"], stacked[0])
+    f = values(rng, n, setup["f"], stacked[1])
+    op = forward(setup["kind"], setup["stride"], setup["dilation"], setup["padding"])
+    testing.check_op(op, [x, f], stacked=stacked, n=n, mode=mode, **TOL)
+
+
+@given(setup=conv_setups(GRADS), n=st.sampled_from([0, 1, 2, 3]), data=st.data(),
+       mode=st.sampled_from(testing.MODES), seed=st.integers(0, 99))
+def test_conv_backprop(setup, n, data, mode, seed):
+    rng = np.random.default_rng(seed)
+    kind = setup["kind"]
+    depthwise = kind.startswith("Depthwise")
+    if depthwise:
+        setup["f"][-1] = data.draw(st.integers(1, 2))
+    fwd_kind = "Conv3D" if "3D" in kind else "DepthwiseConv2dNative" if depthwise else "Conv2D"
+    fwd = forward(fwd_kind, setup["stride"], setup["dilation"], setup["padding"])
+    out_shape = fwd(tf.zeros(setup["x"]), tf.zeros(setup["f"])).shape.as_list()
+    stacked = testing.draw_stacked(data, 2)
+    first = values(rng, n, setup["f"] if "Input" in kind else setup["x"], stacked[0])
+    dy = values(rng, n, out_shape, stacked[1])
+    testing.check_op(backprop(kind, setup, out_shape), [first, dy], stacked=stacked, n=n,
+                     mode=mode, **TOL)
+
+
+@given(setup=conv_setups(("Conv2D", "Conv1D", "Conv3D", "DepthwiseConv2dNative")),
+       n=st.sampled_from([0, 1, 2, 3]), data=st.data(), mode=st.sampled_from(testing.MODES),
+       seed=st.integers(0, 99))
+def test_per_example_gradients(setup, n, data, mode, seed):
+    """A GradientTape inside the body over a conv with a captured (or stacked) filter:
+    gradients wrt filter and input, no fallback."""
+    rng = np.random.default_rng(seed)
+    if setup["kind"] == "DepthwiseConv2dNative":
+        setup["f"][-1] = data.draw(st.integers(1, 2))
+    filter_stacked = data.draw(st.booleans())
+    x = values(rng, n, setup["x"], True)
+    f = values(rng, n, setup["f"], filter_stacked)
+    op = forward(setup["kind"], setup["stride"], setup["dilation"], setup["padding"])
+
+    def body(x, f):
+        with tf.GradientTape() as tape:
+            tape.watch([x, f])
+            y = op(x, f)
+            loss = tf.reduce_sum(y * y)
+        return tape.gradient(loss, [x, f])
+
+    testing.check_op(body, [x, f], stacked=[True, filter_stacked], n=n, mode=mode, **TOL)
