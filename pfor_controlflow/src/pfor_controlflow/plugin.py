@@ -10,4 +10,6 @@ def pfor_converter_api_version():
 
 @pf.hookimpl
 def pfor_register_converters(registry):
-    """No converters yet; the pack installs, loads and is listed."""
+    from pfor_controlflow import calls
+
+    calls.register(registry)

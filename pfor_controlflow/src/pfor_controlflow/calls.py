@@ -1,0 +1,45 @@
+"""Function-call converters: PartitionedCall and StatefulPartitionedCall.
+
+A call runs the function named by its "f" attr once per iteration, so the converted
+call is the called function's body converted inline with the same loop: the call's
+inputs (which already include the function's captures, in the order of the function
+graph's inputs) become the layouts of the body's placeholders, and the body's outputs
+are the call's outputs. Nested calls inside the body dispatch back here. Stateful calls
+are always dispatched, even with all-invariant inputs; converting the body inline is
+still right there, since its stateless all-invariant ops are re-emitted unchanged.
+"""
+
+from __future__ import annotations
+
+from tensorflow.python.framework import function_def_to_graph
+
+
+def _function_graph(op, name: str):
+    """The FuncGraph of the function ``name`` that ``op`` calls, or None."""
+    fn = op.graph._get_function(name)  # pylint: disable=protected-access
+    if fn is None:
+        return None
+    graph = getattr(fn, "graph", None)
+    if graph is not None:
+        return graph
+    # Functions known only by their definition (e.g. loaded ones) have no graph yet.
+    definition = getattr(fn, "cached_definition", None) or getattr(fn, "definition")
+    return function_def_to_graph.function_def_to_graph(definition)
+
+
+def convert_call(ctx):
+    name = ctx.attr("f").name
+    graph = _function_graph(ctx.op, name)
+    if graph is None:
+        return ctx.decline(f"function {name!r} not found in the graph")
+    if len(graph.inputs) != len(ctx.inputs):
+        return ctx.decline(f"function {name!r} takes {len(graph.inputs)} inputs, "
+                           f"the call passes {len(ctx.inputs)}")
+    if len(graph.outputs) != len(ctx.op.outputs):
+        return ctx.decline(f"function {name!r} returns {len(graph.outputs)} values, "
+                           f"the call has {len(ctx.op.outputs)} outputs")
+    return ctx.convert_graph(graph, ctx.inputs)
+
+
+def register(registry):
+    registry.add(["PartitionedCall", "StatefulPartitionedCall"], convert_call)
