@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import tensorflow as tf
 
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import control_flow_util
+
+from pfor_core import collectives
 from pfor_core import emit as _emit
 from pfor_core import shapes
 from pfor_core.layout import Invariant, Layout, Stacked
@@ -90,6 +94,24 @@ class ConvertContext:
         return value.is_stacked and value.tensor is self._conversion.indices
 
     @property
+    def compiled(self) -> bool:
+        """Whether the converted ops are being compiled by XLA (``jit_compile=True``):
+        ops with data-dependent output shapes cannot be used then."""
+        return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+
+    @property
+    def nested(self) -> bool:
+        """Whether the converted ops land in the body of an outer ``pfor``, which will
+        vectorize them again: ops whose output shapes depend on the data (``where``)
+        would then be ragged across the outer iterations."""
+        graph = ops.get_default_graph()
+        while graph is not None:
+            if getattr(graph, collectives.BODY_MARK, False):
+                return True
+            graph = getattr(graph, "outer_graph", None)
+        return False
+
+    @property
     def options(self):
         """The user's options for this conversion (fallback, randomness, ...)."""
         return self._conversion.options
@@ -135,11 +157,46 @@ class ConvertContext:
         """
         return self._conversion.convert_subgraph(graph, inputs, outputs)
 
+    def convert_function(self, graph, inputs: Sequence[Layout], *, positions=None,
+                         trial: bool = False) -> "Converted":
+        """Convert a function body into the current graph, which may be another
+        function's (a branch of ``tf.cond``, a ``tf.while_loop`` body).
+
+        With ``positions`` (an int32 vector of rows of this loop), only those
+        iterations are converted: stacked ``inputs`` then have ``size(positions)``
+        rows. Unlike ``convert_graph``, side effects are returned, not attached: the
+        caller makes the function's outputs depend on them. ``trial=True`` converts
+        only to learn the output layouts (into a graph that is thrown away).
+        """
+        child = self._conversion.child(positions, trial=trial)
+        outputs = child.convert_subgraph(graph, inputs)
+        return Converted(outputs=outputs, side_effects=list(child.side_effects),
+                         n=child.n, n_static=child.n_static)
+
     def stacked_value(self, tensor) -> Stacked:
         return Stacked(tensor=tensor)
 
     def invariant_value(self, tensor) -> Invariant:
         return Invariant(tensor=tensor)
+
+
+class Converted:
+    """The result of ``ctx.convert_function``: output layouts, the ops that carry
+    side effects, and the number of iterations it was converted for."""
+
+    __slots__ = ("outputs", "side_effects", "n", "n_static")
+
+    def __init__(self, *, outputs, side_effects, n, n_static):
+        self.outputs = outputs
+        self.side_effects = side_effects
+        self.n = n
+        self.n_static = n_static
+
+    def stacked(self, k: int) -> tf.Tensor:
+        """Output ``k`` as a stacked tensor for this conversion's iterations."""
+        value = self.outputs[k]
+        return value.tensor if value.is_stacked else broadcast_invariant(
+            value.tensor, self.n, self.n_static)
 
 
 def broadcast_invariant(tensor: tf.Tensor, n, n_static: int | None = None) -> tf.Tensor:

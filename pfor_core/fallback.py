@@ -10,11 +10,18 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import emit
+from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Stacked
 
 
 def run_sequentially(op, layouts, conversion) -> list[Stacked]:
     n = conversion.n
+    if any(v.is_stacked and v.dtype == tf.variant for v in layouts):
+        # A stacked tensor list has no rows to slice (see layout.py).
+        raise ConversionError(
+            f"pfor: no converter handles {op.type} '{op.name}' with a per-iteration tensor "
+            "list (tf.TensorArray) as input, and such lists cannot be run in the fallback "
+            "loop. Install pfor_controlflow, or keep the list loop-invariant.")
     # Outputs nobody reads are not collected (they may even differ in shape per
     # iteration, like UniqueV2's values when only its indices are used).
     used = [bool(t.consumers()) or not _placeholder_ok(t.dtype) for t in op.outputs]

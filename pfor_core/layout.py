@@ -3,6 +3,10 @@
 A body tensor is either the same in every iteration (``Invariant``: the original
 tensor, never tiled) or differs per iteration (``Stacked``: a tensor with a new leading
 dimension of size n, row j being iteration j's value). The stacked axis is always 0.
+
+One exception: a stacked ``tf.variant`` value (a tensor list) keeps its scalar handle,
+and each element of the list carries the iteration axis instead (element shape
+``[n, ...]``). Only the control-flow pack's tensor-list converters read such values.
 """
 
 from __future__ import annotations

@@ -85,6 +85,25 @@ class Conversion:
         outputs = list(graph.outputs if outputs is None else outputs)
         return self._convert(graph, inputs, outputs, list(getattr(graph, "control_outputs", [])))
 
+    def child(self, positions=None, *, trial: bool = False) -> "Conversion":
+        """A conversion for the same loop, or for the iterations at ``positions``
+        (int32 vector of rows), whose side effects its caller attaches itself (it may
+        emit into another graph, e.g. a branch function). A trial conversion only finds
+        layouts: it keeps no records and never warns."""
+        options, records = self.options, self.records
+        if trial:
+            records = []
+            if options.fallback == "warn":
+                options = dataclasses.replace(options, fallback="loop")
+        if positions is None:
+            indices, n, n_static = self.indices, self.n, self.n_static
+        else:
+            indices = tf.gather(self.indices, positions)
+            n, n_static = tf.size(positions, out_type=tf.int32), None
+        return Conversion(registry=self.registry, options=options, indices=indices,
+                          start=self.start, n=n, n_static=n_static, records=records,
+                          chunked=self.chunked)
+
     # -- the walk -----------------------------------------------------------------
     def _convert(self, graph, inputs: dict, outputs: list, must_run: list) -> list[Layout]:
         values: dict[int, list[Layout]] = {}
@@ -118,7 +137,8 @@ class Conversion:
             result = self._dispatch(op, layouts)
         created = [o for o in controller._seen_nodes  # pylint: disable=protected-access
                    if isinstance(o, tf.Operation)]
-        created.extend(v.tensor.op for v in result if v.tensor.op.graph is graph)
+        created.extend(v.tensor.op for v in result
+                       if not isinstance(v.tensor, ops.EagerTensor) and v.tensor.graph is graph)
         return result, created
 
     def _dispatch(self, op, layouts: list[Layout]) -> list[Layout]:
@@ -217,6 +237,8 @@ def _check_result(entry, op, result) -> list[Layout]:
             f"'{op.name}': expected {len(op.outputs)} layout values (pf.Stacked / "
             "pf.Invariant), one per output.")
     for v, t in zip(result, op.outputs):
+        if v.is_stacked and t.dtype == tf.variant:
+            continue  # a stacked tensor list keeps a scalar handle (see layout.py)
         got = v.tensor.shape.rank
         want = t.shape.rank
         if got is not None and want is not None and got != want + v.is_stacked:

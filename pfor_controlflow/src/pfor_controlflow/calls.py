@@ -11,25 +11,12 @@ still right there, since its stateless all-invariant ops are re-emitted unchange
 
 from __future__ import annotations
 
-from tensorflow.python.framework import function_def_to_graph
-
-
-def _function_graph(op, name: str):
-    """The FuncGraph of the function ``name`` that ``op`` calls, or None."""
-    fn = op.graph._get_function(name)  # pylint: disable=protected-access
-    if fn is None:
-        return None
-    graph = getattr(fn, "graph", None)
-    if graph is not None:
-        return graph
-    # Functions known only by their definition (e.g. loaded ones) have no graph yet.
-    definition = getattr(fn, "cached_definition", None) or getattr(fn, "definition")
-    return function_def_to_graph.function_def_to_graph(definition)
+from pfor_controlflow.functions import function_graph
 
 
 def convert_call(ctx):
     name = ctx.attr("f").name
-    graph = _function_graph(ctx.op, name)
+    graph = function_graph(ctx.op, name)
     if graph is None:
         return ctx.decline(f"function {name!r} not found in the graph")
     if len(graph.inputs) != len(ctx.inputs):

@@ -10,6 +10,8 @@ def pfor_converter_api_version():
 
 @pf.hookimpl
 def pfor_register_converters(registry):
-    from pfor_controlflow import calls
+    from pfor_controlflow import calls, conditionals, loops
 
     calls.register(registry)
+    conditionals.register(registry)
+    loops.register(registry)

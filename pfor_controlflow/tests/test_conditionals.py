@@ -1,0 +1,135 @@
+"""tf.cond and tf.switch_case in the body: invariant and per-iteration selectors,
+branches of different layouts and costs, side effects, all without fallback."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, strategies as st
+
+import pfor_core as pf
+from pfor_core import testing
+
+
+def _data(n, m=3, seed=0):
+    return tf.random.stateless_normal([n, m], seed=[seed, 7])
+
+
+@given(n=st.integers(0, 5), m=st.integers(1, 4), stacked_pred=st.booleans(),
+       stacked_x=st.booleans(), graph=st.booleans())
+def test_cond_layouts(n, m, stacked_pred, stacked_x, graph):
+    x = _data(max(n, 1), m)
+    w = _data(m, m, seed=1)
+
+    def body(i):
+        xi = tf.gather(x, i) if stacked_x else x[0]
+        pred = tf.reduce_sum(xi) > 0 if stacked_pred else tf.reduce_sum(w) > 0
+        # Branches of different cost; one output invariant in one branch only.
+        return tf.cond(pred, lambda: (tf.linalg.matvec(w, tf.tanh(xi)), w[0]),
+                       lambda: (xi * 2.0, xi))
+
+    testing.assert_matches_loop(body, n, graph=graph)
+
+
+@given(n=st.integers(0, 6), branches=st.integers(1, 4), graph=st.booleans(),
+       invariant_index=st.booleans())
+def test_switch_case_several_outputs(n, branches, graph, invariant_index):
+    x = _data(max(n, 1))
+
+    def make(k):
+        return lambda xi: (xi * float(k), tf.reduce_sum(xi) + k, tf.cast(k, tf.int64))
+
+    def body(i):
+        xi = tf.gather(x, i)
+        index = tf.constant(1) if invariant_index else i % (branches + 1) - 1
+        return tf.switch_case(index, [lambda k=k: make(k)(xi) for k in range(branches)])
+
+    testing.assert_matches_loop(body, n, graph=graph)
+
+
+def test_branch_no_iteration_takes_does_not_run():
+    x = tf.abs(_data(4)) + 1.0
+
+    def failing(xi):
+        with tf.control_dependencies([tf.debugging.Assert(False, ["else ran"])]):
+            return tf.identity(xi)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        # The else branch would fail its assert: it must not run when no row takes it.
+        return tf.cond(tf.reduce_min(xi) > 0, lambda: xi, lambda: failing(xi))
+
+    testing.assert_matches_loop(body, 4, graph=True)
+
+
+def test_numeric_predicate():
+    x = _data(5)
+    counts = tf.constant([0, 2, 0, 1, 3])
+
+    def body(i):
+        xi = tf.gather(x, i)
+        c = tf.gather(counts, i)
+        return tf.raw_ops.StatelessIf(
+            cond=c, input=[xi], Tout=[tf.float32],
+            then_branch=tf.function(lambda v: v * 3.0).get_concrete_function(
+                tf.TensorSpec([3])),
+            else_branch=tf.function(lambda v: v - 1.0).get_concrete_function(
+                tf.TensorSpec([3])))[0]
+
+    testing.assert_matches_loop(body, 5, graph=True)
+
+
+def test_cond_inside_while_inside_cond():
+    x = _data(6)
+    lengths = tf.constant([0, 3, 1, 4, 2, 5])
+
+    def inner(xi, n_steps):
+        def step(t, h):
+            h = tf.cond(tf.reduce_sum(h) > 0, lambda: h - 0.5 * xi, lambda: h + xi)
+            return t + 1, h
+        return tf.while_loop(lambda t, h: t < n_steps, step, (0, xi))[1]
+
+    def body(i):
+        xi = tf.gather(x, i)
+        n_steps = tf.gather(lengths, i)
+        return tf.cond(xi[0] > 0, lambda: inner(xi, n_steps), lambda: -xi)
+
+    testing.assert_matches_loop(body, 6)
+    testing.assert_matches_loop(body, 6, graph=True)
+
+
+def test_side_effects_in_a_branch_run_for_the_rows_that_take_it():
+    x = _data(5)
+    v = tf.Variable(0.0)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        return tf.cond(xi[0] > 0, lambda: v.assign_add(xi[1]) * 0 + xi[1], lambda: xi[1])
+
+    out = pf.pfor(body, 5, fallback="error")
+    expected = sum(float(r[1]) for r in x.numpy() if r[0] > 0)
+    np.testing.assert_allclose(v.numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(out, x[:, 1], rtol=1e-6)
+
+
+def test_assert_in_a_stacked_cond_fires():
+    x = tf.range(10, dtype=tf.float32)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        tf.debugging.assert_less(xi, 7.0, message="too big")  # a float assert: a cond
+        return xi
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="too big"):
+        pf.pfor(body, 10, fallback="error")
+    np.testing.assert_allclose(pf.pfor(body, 7, fallback="error"), np.arange(7))
+
+
+def test_collective_inside_a_stacked_cond_is_refused():
+    x = _data(4)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        return tf.cond(xi[0] > 0, lambda: pf.all_sum(xi), lambda: xi)
+
+    with pytest.raises(RuntimeError, match="cross-iteration collective"):
+        pf.pfor(body, 4, fallback="error")
