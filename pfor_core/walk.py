@@ -10,6 +10,7 @@ counterpart had control inputs is created after their conversions.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import warnings
 from typing import Sequence
 
@@ -269,5 +270,29 @@ def _ops_to_convert(graph, outputs, must_run):
         for c in op.control_inputs:
             controlled.add(id(c))
             stack.append(c)
-    order = [op for op in graph.get_operations() if id(op) in needed]
-    return order, controlled
+    return _topological(graph, needed), controlled
+
+
+def _topological(graph, needed: set[int]) -> list:
+    """The needed ops, producers first, otherwise in creation order. Creation order
+    alone is not enough: a while loop's gradient adds inputs (accumulators) to the
+    forward While op after it was created."""
+    ops_ = [op for op in graph.get_operations() if id(op) in needed]
+    rank = {id(op): k for k, op in enumerate(ops_)}
+    waiting = {id(op): 0 for op in ops_}
+    users: dict[int, list] = {}
+    for op in ops_:
+        for pred in [t.op for t in op.inputs] + list(op.control_inputs):
+            waiting[id(op)] += 1
+            users.setdefault(id(pred), []).append(op)
+    ready = [(rank[id(op)], op) for op in ops_ if not waiting[id(op)]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, op = heapq.heappop(ready)
+        order.append(op)
+        for user in users.get(id(op), ()):
+            waiting[id(user)] -= 1
+            if not waiting[id(user)]:
+                heapq.heappush(ready, (rank[id(user)], user))
+    return order
