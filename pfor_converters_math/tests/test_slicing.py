@@ -208,6 +208,26 @@ def test_strided_slice(data, shape, n, x_stacked, unknown):
               [True, False, False, False], n, unknown)
 
 
+@given(data=st.data(), shape=DIMS, n=ITERS, unknown=st.booleans())
+@settings(max_examples=60)
+def test_strided_slice_grad(data, shape, n, unknown):
+    """The gradient of a slice with invariant bounds, per-iteration upstream gradients
+    (what tape.gradient of x[t] inside a loop body emits)."""
+    spec = [s for s in data.draw(slice_specs(shape)) if not isinstance(s, tuple)]
+    plain = _strided_slice_args(shape, spec)
+    if plain is None:
+        return
+    (begin, end, strides), masks = plain
+    out_shape = np.zeros(shape, np.float32)[tuple(spec)].shape
+    dy = arg(seed(data), out_shape, True, n)
+
+    def grad(g):
+        return tf.raw_ops.StridedSliceGrad(shape=np.array(shape, np.int32), begin=begin,
+                                           end=end, strides=strides, dy=g, **masks)
+
+    check(grad, [dy], [True], n, unknown)
+
+
 def test_strided_slice_stacked_range_bound_declines():
     x = tf.reshape(tf.range(15), [3, 5])
 

@@ -217,3 +217,16 @@ def test_handle_created_in_the_body_is_invariant():
         return value * tf.gather(x, i)
 
     testing.assert_matches_loop(body, 3)
+
+
+@given(n=st.integers(0, 4), shape=st.lists(st.integers(0, 3), max_size=3))
+def test_variable_shape_is_invariant(n, shape):
+    """tf.shape of a variable (what gradients of a read emit) needs no loop."""
+    var = tf.Variable(tf.zeros(shape))
+    x = tf.random.stateless_normal([max(n, 1)], seed=[1, 2])
+
+    def body(i):
+        return tf.raw_ops.VariableShape(input=var.handle) * tf.cast(
+            tf.gather(x, i) > 0, tf.int32)
+
+    testing.assert_matches_loop(body, n, graph=True)

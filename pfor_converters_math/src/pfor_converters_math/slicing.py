@@ -174,6 +174,21 @@ def _entries(ctx, k, length):
     return [None if v is None else int(v) for v in static]
 
 
+def convert_strided_slice_grad(ctx):
+    """The gradient of a slice with invariant bounds: the per-iteration shape gets the
+    iteration axis in front and the slice a full slice over it, as in StridedSlice."""
+    shape, begin, end, strides, _ = ctx.inputs
+    masks = {k: ctx.attr(k) for k in _MASKS}
+    shifted = {k: v << 1 for k, v in masks.items()}
+    shifted["begin_mask"] |= 1
+    shifted["end_mask"] |= 1
+    n = tf.cast(ctx.n_static if ctx.n_static is not None else ctx.n, shape.dtype)
+    whole = tf.concat([tf.reshape(n, [1]), shape.tensor], 0)
+    bounds = (_prepend_tensor(t, v) for t, v in
+              ((begin.tensor, 0), (end.tensor, 0), (strides.tensor, 1)))
+    return Stacked(tensor=ctx.emit(whole, *bounds, ctx.inputs[4].tensor, attrs=shifted)[0])
+
+
 def _plan_stacked_bounds(ctx, masks):
     """Kind of each spec entry, or a reason to decline. A stacked bound entry may only
     be a single index on a shrunk axis ("gather"); other entries must be static,
@@ -301,6 +316,7 @@ def register(registry):
     registry.add("GatherNd", convert_gather_nd, inputs="**")
     registry.add("Slice", convert_slice, inputs="**U")
     registry.add("StridedSlice", convert_strided_slice, inputs="***U")
+    registry.add("StridedSliceGrad", convert_strided_slice_grad, inputs="UUUUS")
     registry.add(["Pad", "MirrorPad"], convert_pad, inputs="SU")
     registry.add("PadV2", convert_pad, inputs="SUU")
     registry.add("ReverseV2", convert_reverse, inputs="SU")

@@ -37,6 +37,11 @@ def convert_read_variable(ctx):
     return Invariant(tensor=ctx.emit(handle.tensor)[0])
 
 
+def convert_variable_shape(ctx):
+    """A variable's shape is the same in every iteration (assigns keep it)."""
+    return Invariant(tensor=ctx.emit(ctx.inputs[0].tensor)[0])
+
+
 def convert_resource_gather(ctx):
     """Stacked indices [n, ...] with batch_dims=0: one gather gives [n, ..., rest].
     Invariant indices: one gather, invariant (a read, like ReadVariableOp)."""
@@ -103,6 +108,7 @@ def register(registry):
     U: a stacked handle (one variable per iteration) is left to the fallback."""
     registry.add("VarHandleOp", convert_var_handle, inputs="")
     registry.add("ReadVariableOp", convert_read_variable, inputs="U")
+    registry.add("VariableShape", convert_variable_shape, inputs="U")
     registry.add("ResourceGather", convert_resource_gather, inputs="U*")
     registry.add(["AssignAddVariableOp", "AssignSubVariableOp"], convert_assign_add,
                  inputs="U*")
