@@ -25,6 +25,12 @@ def run_sequentially(op, layouts, conversion) -> list[Stacked]:
     # Outputs nobody reads are not collected (they may even differ in shape per
     # iteration, like UniqueV2's values when only its indices are used).
     used = [bool(t.consumers()) or not _placeholder_ok(t.dtype) for t in op.outputs]
+    if any(u and t.dtype == tf.variant for t, u in zip(op.outputs, used)):
+        # Rows of handles are no stacked tensor list or optional (see layout.py).
+        raise ConversionError(
+            f"pfor: no converter handles {op.type} '{op.name}', whose output is a tensor "
+            "list or another variant, and the fallback loop cannot stack such values. "
+            "Install pfor_controlflow, or move the op out of the loop body.")
     outputs = [t for t, u in zip(op.outputs, used) if u]
     arrays = tuple(tf.TensorArray(t.dtype, size=n, element_shape=t.shape,
                                   infer_shape=t.shape.is_fully_defined())

@@ -158,6 +158,7 @@ class Conversion:
         for entry in self.registry.candidates(op.type, pattern):
             result = self._try(entry, op, layouts, pattern, reasons)
             if result is not None:
+                _refine_shapes(result, op)
                 self._record(op, "converter", entry=entry,
                              stacked=any(v.is_stacked for v in result))
                 return result
@@ -172,7 +173,9 @@ class Conversion:
         with ops.name_scope(_scope(op)):
             outs = emit.copy_op(op, [v.tensor for v in layouts])
         self._record(op, "invariant")
-        return [Invariant(tensor=t) for t in outs]
+        result = [Invariant(tensor=t) for t in outs]
+        _refine_shapes(result, op)
+        return result
 
     def _pass_through(self, op, layouts, pattern):
         """Identity-like ops keep their input layouts; re-emitted only to carry
@@ -225,6 +228,21 @@ class Conversion:
 
 def _scope(op) -> str:
     return op.name
+
+
+def _refine_shapes(result, op) -> None:
+    """Give converted values the static shapes the body knew. Shapes can get lost on
+    the way (e.g. a value popped from a tensor list carried through a loop), and
+    converters of later ops need ranks."""
+    for value, original in zip(result, op.outputs):
+        t = value.tensor
+        if isinstance(t, ops.EagerTensor) or t.dtype == tf.variant:
+            continue
+        shape = original.shape
+        if value.is_stacked:
+            shape = tf.TensorShape([None]).concatenate(shape)
+        if t.shape != shape and t.shape.is_compatible_with(shape):
+            t.set_shape(shape)
 
 
 def _check_result(entry, op, result) -> list[Layout]:

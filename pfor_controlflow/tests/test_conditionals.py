@@ -4,7 +4,7 @@ branches of different layouts and costs, side effects, all without fallback."""
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
@@ -133,3 +133,29 @@ def test_collective_inside_a_stacked_cond_is_refused():
 
     with pytest.raises(RuntimeError, match="cross-iteration collective"):
         pf.pfor(body, 4, fallback="error")
+
+
+@given(n=st.integers(0, 5), stacked_pred=st.booleans(), graph=st.booleans(),
+       switch=st.booleans())
+@settings(max_examples=15)  # each example traces a conditional and its gradient
+def test_gradients_through_conditionals(n, stacked_pred, graph, switch):
+    """tf.cond's gradient passes each branch's intermediates on as optionals; with a
+    per-iteration predicate they are stitched row by row."""
+    x = _data(max(n, 1), seed=4)
+    w = _data(3, 3, seed=5)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        pred = xi[0] > 0 if stacked_pred else tf.reduce_sum(w) > 0
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            branches = [lambda: tf.tanh(tf.linalg.matvec(w, xi)),
+                        lambda: tf.sin(tf.linalg.matvec(w, xi * 2.0)) * xi]
+            if switch:
+                y = tf.switch_case(tf.cast(pred, tf.int32) + 1, branches + [lambda: xi * w[0]])
+            else:
+                y = tf.cond(pred, *branches)
+            loss = tf.reduce_sum(y ** 2)
+        return tape.gradient(loss, w, unconnected_gradients="zero")
+
+    testing.assert_matches_loop(body, n, graph=graph, rtol=1e-5, atol=1e-6)

@@ -3,7 +3,7 @@ loop variables that become stacked, maximum_iterations, XLA, all without fallbac
 
 import numpy as np
 import tensorflow as tf
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
@@ -132,3 +132,69 @@ def test_while_in_nested_pfor():
         return pf.pfor(inner, 4, fallback="error")
 
     testing.assert_matches_loop(outer, 3)
+
+
+def _per_example_lstm_gradients(inputs, lengths, weights, bias, state):
+    forward = _dynamic_lstm(inputs, lengths, weights, bias, state)
+
+    def body(i):
+        with tf.GradientTape() as tape:
+            tape.watch([weights, bias])
+            h, _ = forward(i)
+            loss = tf.reduce_sum(h * h)
+        return tape.gradient(loss, [weights, bias], unconnected_gradients="zero")
+    return body
+
+
+@given(data=st.data(), n=st.integers(0, 5))
+@settings(max_examples=8)  # each example traces a forward and a gradient loop
+def test_gradients_through_per_iteration_trip_counts(data, n):
+    """Per-example gradients of the dynamic LSTM: the forward loop's accumulators are
+    pushed for the active rows only and popped by a gradient loop with its own
+    per-iteration trip counts (lengths include 0)."""
+    inputs, _, weights, bias = _lstm_data(max(n, 1), 3, 4, 5, seed=data.draw(st.integers(0, 9)))
+    lengths = tf.constant(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)) or [0])
+    body = _per_example_lstm_gradients(inputs, lengths, weights, bias, 4)
+    testing.assert_matches_loop(body, n, rtol=1e-4, atol=1e-5, graph=data.draw(st.booleans()))
+
+
+def test_gradients_through_invariant_trip_counts():
+    x = _data([4, 3])
+    w = _data([3, 3], seed=2) * 0.5
+
+    def body(i):
+        xi = tf.gather(x, i)
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            _, h = tf.while_loop(lambda t, h: t < 4,
+                                 lambda t, h: (t + 1, tf.tanh(tf.linalg.matvec(w, h) + xi)),
+                                 (0, xi))
+            loss = tf.reduce_sum(h)
+        return tape.gradient(loss, w)
+
+    testing.assert_matches_loop(body, 4, graph=True, rtol=1e-5)
+
+
+def test_paper_dynamic_lstm_per_example_gradients():
+    inputs, lengths, weights, bias = _lstm_data(4, 128, 256, 100, seed=3)
+    body = _per_example_lstm_gradients(inputs, lengths, weights, bias, 256)
+    testing.assert_matches_loop(body, 4, rtol=1e-3, atol=1e-5)
+
+
+@given(n=st.integers(0, 4), graph=st.booleans())
+def test_tensor_array_written_in_a_loop_with_per_iteration_trip_counts(n, graph):
+    x = _data([max(n, 1), 2])
+    trips = tf.constant([3, 0, 4, 1])
+
+    def body(i):
+        xi = tf.gather(x, i)
+
+        def step(t, h, ta):
+            h = h * 0.5 + xi
+            return t + 1, h, ta.write(t, h)
+
+        _, _, ta = tf.while_loop(lambda t, h, ta: t < tf.gather(trips, i % 4), step,
+                                 (0, xi, tf.TensorArray(tf.float32, size=4, element_shape=[2])))
+        return ta.stack()
+
+    testing.assert_matches_loop(body, n, graph=graph)

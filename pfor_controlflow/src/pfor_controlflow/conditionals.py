@@ -16,6 +16,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import Invariant, Stacked
+from pfor_controlflow import optionals
 from pfor_controlflow.functions import function_graph, is_handle, scratch_graph, with_effects
 
 
@@ -81,45 +82,111 @@ def _branch_of_rows(ctx, count: int) -> tf.Tensor:
     return tf.where(in_range, selector, count - 1)
 
 
-def _run_rows(ctx, graph, positions):
-    """The branch converted for the rows at ``positions``: stacked outputs."""
+class _Rows:
+    """How the stacked-predicate conditional moves values between the rows of all
+    iterations and those of one branch. Optionals (the intermediates tf.cond's
+    gradient passes on) travel as their components: see optionals.py."""
+
+    def __init__(self, ctx, graphs):
+        self.ctx, self.graphs = ctx, graphs
+        if any(t.dtype == tf.resource for t in ctx.op.outputs):
+            raise ValueError("a branch returns a resource")
+        self.inputs = []  # per input: None (a plain value) or the optional's spec
+        for k, value in enumerate(ctx.inputs[1:]):
+            spec = None
+            if value.is_stacked and is_handle(value) and not isinstance(
+                    value, optionals.SplitOptional):
+                spec = optionals.input_spec(graphs, k)
+                if spec is None and any(g.inputs[k].consumers() for g in graphs):
+                    raise ValueError("per-iteration tensor lists or resources cross the "
+                                     "branches")
+            self.inputs.append(spec)
+        # Per variant output, per branch: the spec of its optional (None: no value).
+        self.outputs = [[optionals.output_spec(g, j) for g in graphs]
+                        if t.dtype == tf.variant else None
+                        for j, t in enumerate(ctx.op.outputs)]
+
+    def gather(self, b, positions):
+        """The conditional's inputs for branch ``b``'s rows at ``positions``."""
+        rows = []
+        for value, spec in zip(self.ctx.inputs[1:], self.inputs):
+            if not value.is_stacked:
+                rows.append(value)
+            elif isinstance(value, optionals.SplitOptional):
+                rows.append(optionals.none() if value.parts[b] is None else optionals.wrap(
+                    tf.gather(c, positions) for c in value.part(b)))
+            elif is_handle(value):
+                rows.append(optionals.none() if spec is None else optionals.wrap(
+                    tf.gather(c, positions) for c in
+                    optionals.components(value, spec, self.ctx.n)))
+            else:
+                rows.append(Stacked(tensor=tf.gather(value.tensor, positions)))
+        return rows
+
+    def flatten(self, b, converted):
+        """Branch ``b``'s outputs for its rows as a flat list of stacked tensors."""
+        flat = []
+        for j, specs in enumerate(self.outputs):
+            if specs is None:
+                flat.append(converted.stacked(j))
+            elif specs[b] is not None:
+                flat.extend(optionals.components(converted.outputs[j], specs[b], converted.n))
+        return flat
+
+    def empty(self, b):
+        """Branch ``b``'s flat outputs for no rows, or None without static shapes."""
+        flat = []
+        for specs, t in zip(self.outputs, self.ctx.op.outputs):
+            pairs = [(t.dtype, t.shape)] if specs is None else (
+                [] if specs[b] is None else list(zip(*specs[b])))
+            for dtype, shape in pairs:
+                if not shape.is_fully_defined():
+                    return None
+                flat.append(tf.zeros([0] + shape.as_list(), dtype))
+        return flat
+
+    def assemble(self, positions, flats):
+        """The outputs for all rows from every branch's flat outputs."""
+        flats = [iter(f) for f in flats]
+        out = []
+        for specs, t in zip(self.outputs, self.ctx.op.outputs):
+            if specs is None:
+                value = tf.dynamic_stitch(positions, [next(f) for f in flats])
+                value.set_shape(tf.TensorShape([self.ctx.n_static]).concatenate(t.shape))
+                out.append(Stacked(tensor=value))
+                continue
+            pieces = [[next(f) for _ in (spec[0] if spec else ())]
+                      for f, spec in zip(flats, specs)]
+            out.append(optionals.split(specs, positions, pieces, self.ctx.n))
+        return out
+
+
+def _run_rows(ctx, plan, b, positions):
+    """Branch ``b`` converted for the rows at ``positions``: flat stacked outputs."""
     def run():
-        rows = [Stacked(tensor=tf.gather(v.tensor, positions)) if v.is_stacked else v
-                for v in ctx.inputs[1:]]
-        converted = ctx.convert_function(graph, rows, positions=positions)
-        outs = [converted.stacked(k) for k in range(len(converted.outputs))]
-        return with_effects(outs, converted.side_effects)
+        converted = ctx.convert_function(plan.graphs[b], plan.gather(b, positions),
+                                         positions=positions)
+        return with_effects(plan.flatten(b, converted), converted.side_effects)
 
-    shapes = ctx.output_shapes
-    if not all(s.is_fully_defined() for s in shapes):
+    empty = plan.empty(b)
+    if empty is None:
         return run()[:-1]  # rows of no static shape: run it, even on no rows
-
-    def empty():
-        return [tf.zeros([0] + s.as_list(), t.dtype)
-                for s, t in zip(shapes, ctx.op.outputs)] + [tf.constant(0)]
-
-    return tf.cond(tf.size(positions) > 0, run, empty)[:-1]
+    return tf.cond(tf.size(positions) > 0, run, lambda: empty + [tf.constant(0)])[:-1]
 
 
 def convert_stacked_selector(ctx):
-    if any(v.is_stacked and is_handle(v) for v in ctx.inputs[1:]) or any(
-            t.dtype in (tf.variant, tf.resource) for t in ctx.op.outputs):
-        return ctx.decline("per-iteration tensor lists or resources cross the branches")
     graphs = _branch_graphs(ctx)
     if graphs is None:
         return ctx.decline("a branch function is not in the graph")
+    try:
+        plan = _Rows(ctx, graphs)
+    except ValueError as err:
+        return ctx.decline(str(err))
     taken = _branch_of_rows(ctx, len(graphs))
-    positions, parts = [], []
-    for k, graph in enumerate(graphs):
-        rows = tf.cast(tf.where(tf.equal(taken, k))[:, 0], tf.int32)
-        positions.append(rows)
-        parts.append(_run_rows(ctx, graph, rows))
-    results = []
-    for j, original in enumerate(ctx.op.outputs):
-        value = tf.dynamic_stitch(positions, [part[j] for part in parts])
-        value.set_shape(tf.TensorShape([ctx.n_static]).concatenate(original.shape))
-        results.append(Stacked(tensor=value))
-    return results
+    positions = [tf.cast(tf.where(tf.equal(taken, b))[:, 0], tf.int32)
+                 for b in range(len(graphs))]
+    flats = [_run_rows(ctx, plan, b, rows) for b, rows in enumerate(positions)]
+    return plan.assemble(positions, flats)
 
 
 def register(registry):

@@ -10,8 +10,8 @@ def pfor_converter_api_version():
 
 @pf.hookimpl
 def pfor_register_converters(registry):
-    from pfor_controlflow import calls, conditionals, loops
+    from pfor_controlflow import (calls, conditionals, list_views, loops, optionals,
+                                  tensor_lists)
 
-    calls.register(registry)
-    conditionals.register(registry)
-    loops.register(registry)
+    for module in (calls, conditionals, loops, tensor_lists, list_views, optionals):
+        module.register(registry)

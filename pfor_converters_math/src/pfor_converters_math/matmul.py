@@ -117,8 +117,16 @@ def _iterations_into_rows(ctx, x, y):
     return tf.transpose(out, [rank - 2] + list(range(rank - 2)) + [rank - 1, rank])
 
 
+def _of_rank_two(value):
+    """MatMul's operands are matrices; one of unknown rank (e.g. popped from a tensor
+    list) is declared one, checked at run time."""
+    if value.shape.rank is not None:
+        return value
+    return type(value)(tensor=tf.ensure_shape(value.tensor, [None] * (2 + value.is_stacked)))
+
+
 def convert_matmul(ctx):
-    a, b = ctx.inputs
+    a, b = (_of_rank_two(v) for v in ctx.inputs)
     if a.shape.rank != 2 or b.shape.rank != 2:
         return ctx.decline("MatMul operands must have rank 2")
     if ctx.pattern == "SU":

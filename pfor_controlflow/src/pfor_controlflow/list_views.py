@@ -1,0 +1,149 @@
+"""Tensor lists carried through a while loop whose trip count differs per iteration.
+
+Such a loop converts its body for the still-active iterations only (or, masked, for
+all of them with a mask), but a tensor list has no rows to gather: it stays the
+whole loop's list (elements ``[N, ...]``) and enters the body as a ``ListView`` that
+says which rows the body's iterations are (``rows``) or which rows' writes count
+(``mask``). The list ops a loop body uses on it are converted here: reads gather the
+rows, writes scatter them into a whole element. Pushes land at the same position for
+every active row (they all started together), so a row's items stay in order; the
+loop converter right-aligns each row's items afterwards, so that the gradient loop
+(which pops) finds every row's last item at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from pfor_core import ConversionError, Invariant, Stacked
+
+_R = tf.raw_ops
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ListView(Stacked):
+    """A stacked list of ``width`` rows seen by a conversion of some of them."""
+
+    width: tf.Tensor
+    rows: tf.Tensor | None = None  # int32 [m]: the rows being converted
+    mask: tf.Tensor | None = None  # bool [width]: the rows whose writes count
+
+    def again(self, handle) -> "ListView":
+        return ListView(tensor=handle, width=self.width, rows=self.rows, mask=self.mask)
+
+
+def _view(ctx):
+    value = ctx.inputs[0]
+    return value if isinstance(value, ListView) else None
+
+
+def _whole_shape(view, item: tf.Tensor) -> tf.Tensor:
+    """``[width] + per-row shape`` of a stacked item."""
+    return tf.concat([tf.reshape(view.width, [1]), tf.shape(item)[1:]], 0)
+
+
+def _rows_of(view, element: tf.Tensor) -> tf.Tensor:
+    return element if view.rows is None else tf.gather(element, view.rows)
+
+
+def _merge(view, item: tf.Tensor, old: tf.Tensor | None) -> tf.Tensor:
+    """A whole element holding ``item`` in the view's rows and ``old`` (or zeros)
+    elsewhere."""
+    if view.rows is not None:
+        base = tf.zeros(_whole_shape(view, item), item.dtype) if old is None else old
+        return tf.tensor_scatter_nd_update(base, view.rows[:, None], item)
+    if old is None:
+        return item  # masked: rows that do not count are cut off after the loop
+    mask = tf.reshape(view.mask, tf.concat([tf.shape(view.mask),
+                                            tf.ones_like(tf.shape(item))[1:]], 0))
+    return tf.where(mask, item, old)
+
+
+def convert_push_back(ctx):
+    view = _view(ctx)
+    if view is None:
+        return ctx.decline("not a list seen by a loop over some iterations")
+    whole = _merge(view, ctx.stacked(1), None)
+    return view.again(_R.TensorListPushBack(input_handle=view.tensor, tensor=whole))
+
+
+def convert_pop_back(ctx):
+    view = _view(ctx)
+    if view is None or ctx.inputs[1].is_stacked:
+        return ctx.decline("not a list seen by a loop over some iterations")
+    handle, element = _R.TensorListPopBack(
+        input_handle=view.tensor, element_shape=tf.constant(-1, tf.int32),
+        element_dtype=ctx.attr("element_dtype"))
+    return [view.again(handle), Stacked(tensor=_rows_of(view, element))]
+
+
+def convert_get_item(ctx):
+    view = _view(ctx)
+    if view is None or any(v.is_stacked for v in ctx.inputs[1:]):
+        return ctx.decline("not a list seen by a loop over some iterations at one index")
+    element = _R.TensorListGetItem(input_handle=view.tensor, index=ctx.inputs[1].tensor,
+                                   element_shape=tf.constant(-1, tf.int32),
+                                   element_dtype=ctx.attr("element_dtype"))
+    return Stacked(tensor=_rows_of(view, element))
+
+
+def convert_set_item(ctx):
+    view = _view(ctx)
+    if view is None or ctx.inputs[1].is_stacked:
+        return ctx.decline("not a list seen by a loop over some iterations at one index")
+    index, item = ctx.inputs[1].tensor, ctx.stacked(2)
+    handle = view.tensor
+    shape = _whole_shape(view, item) if view.rows is not None else tf.shape(item)
+    if ctx.attr("resize_if_index_out_of_bounds"):
+        length = _R.TensorListLength(input_handle=handle)
+        handle = _R.TensorListResize(input_handle=handle,
+                                     size=tf.maximum(length, index + 1))
+    # An element never set reads as zeros of the given (whole) shape.
+    old = _R.TensorListGetItem(input_handle=handle, index=index, element_shape=shape,
+                               element_dtype=ctx.attr("element_dtype"))
+    whole = _merge(view, item, old)
+    return view.again(_R.TensorListSetItem(input_handle=handle, index=index, item=whole))
+
+
+def convert_element_shape(ctx):
+    view = _view(ctx)
+    if view is None:
+        return ctx.decline("not a list seen by a loop over some iterations")
+    shape = _R.TensorListElementShape(input_handle=view.tensor,
+                                      shape_type=ctx.attr("shape_type"))
+    return Invariant(tensor=shape[1:])
+
+
+def convert_length(ctx):
+    if _view(ctx) is None:
+        return ctx.decline("not a list seen by a loop over some iterations")
+    raise ConversionError(
+        f"pfor: {ctx.op_type} '{ctx.op.name}' reads the length of a tensor list inside a "
+        "while loop whose trip count differs per iteration; the lengths differ per "
+        "iteration there. Keep a counter as a loop variable instead.")
+
+
+def right_align(handle, lengths, dtype) -> tf.Tensor:
+    """The list with each row's ``lengths[j]`` items moved to the end (zeros before)."""
+    shape = _R.TensorListElementShape(input_handle=handle, shape_type=tf.int32)
+    whole = _R.TensorListStack(input_handle=handle, element_shape=shape, element_dtype=dtype)
+    count, width = tf.shape(whole)[0], tf.shape(whole)[1]
+    source = tf.range(count)[:, None] - (count - lengths)[None, :]  # [count, width]
+    rows = tf.broadcast_to(tf.range(width)[None, :], tf.shape(source))
+    moved = tf.gather_nd(whole, tf.stack([tf.maximum(source, 0), rows], -1))
+    keep = tf.reshape(source >= 0, tf.concat([tf.shape(source),
+                                              tf.ones_like(tf.shape(whole))[2:]], 0))
+    moved = tf.where(keep, moved, tf.zeros_like(moved))
+    return _R.TensorListFromTensor(tensor=moved, element_shape=shape)
+
+
+def register(registry):
+    # Ahead of the plain tensor-list converters, which they leave plain lists to.
+    registry.add("TensorListPushBack", convert_push_back, priority=10)
+    registry.add("TensorListPopBack", convert_pop_back, priority=10)
+    registry.add("TensorListGetItem", convert_get_item, priority=10)
+    registry.add("TensorListSetItem", convert_set_item, priority=10)
+    registry.add("TensorListElementShape", convert_element_shape, priority=10)
+    registry.add("TensorListLength", convert_length, priority=10)

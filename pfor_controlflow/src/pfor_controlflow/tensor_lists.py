@@ -1,0 +1,471 @@
+"""Tensor-list converters (tf.TensorArray inside a loop body is a TensorList).
+
+A stacked list keeps one scalar variant handle; every element carries the iteration
+axis first (element shape ``[n, ...]``), and all iterations share the list length
+(lock-step). So an op at an invariant position is the same list op on the stacked
+handle, with ``n`` prepended to its per-iteration element-shape input, and only the
+axis order of whole-list reads changes (Stack / Gather give ``[T, n, ...]``, swapped
+to ``[n, T, ...]``). An invariant list meets a stacked value through ``stack_list``.
+
+A stacked index (each iteration reads or writes its own position) stacks the list to
+one tensor ``[T, n, ...]`` and gathers / scatters at ``(index[j], j)``: O(T) work per
+op, but exact. Per-iteration list lengths or element shapes (a stacked size or
+element-shape input) would make the list ragged: those decline or, for ops creating a
+list, raise (the fallback loop cannot produce a stacked list).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import tensorflow as tf
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import handle_data_util
+
+from pfor_core import ConversionError, Invariant, Stacked, shapes
+
+_R = tf.raw_ops
+
+
+class _Decline(Exception):
+    """Raised by helpers to decline the whole conversion with a reason."""
+
+
+def _declining(fn):
+    @functools.wraps(fn)
+    def convert(ctx):
+        if any(type(v) not in (Stacked, Invariant) for v in ctx.inputs):
+            # e.g. a list seen by a loop over some iterations only (a subclass of
+            # Stacked whose rows are not this conversion's): not a plain list.
+            return ctx.decline("an input is a special layout, not a plain list")
+        try:
+            return fn(ctx)
+        except _Decline as why:
+            return ctx.decline(str(why))
+    return convert
+
+
+# -- public helpers (the While / If converters use them) --------------------------------
+def is_list(value) -> bool:
+    """Whether a layout value (or tensor) is a tensor list handle."""
+    return value.dtype == tf.variant
+
+
+def stack_list(ctx, value, element_dtype=None) -> tf.Tensor:
+    """The stacked-list handle for a list layout value.
+
+    A stacked list is returned as it is. An invariant list is made again with every
+    element broadcast to ``[n, ...]`` and its element shape with ``n`` prepended:
+    - made right here by TensorListReserve / EmptyTensorList: the same op with the new
+      element shape (unset elements stay unset, so reads of them behave as in the loop);
+    - made by TensorListFromTensor: from the broadcast tensor;
+    - any other list: element by element in a loop (elements may differ in shape). An
+      unset element then reads as zeros shaped like the list's element shape, or like
+      the set elements, which must then agree (as TensorListGetItem requires).
+    """
+    if value.is_stacked:
+        return value.tensor
+    handle = value.tensor
+    producer = None if isinstance(handle, ops.EagerTensor) else handle.op
+    dtype = element_dtype or _element_dtype(handle)
+    kind = producer.type if producer is not None else None
+    if kind in ("TensorListReserve", "EmptyTensorList"):
+        shape, size = producer.inputs
+        size_arg = "num_elements" if kind == "TensorListReserve" else "max_num_elements"
+        return getattr(_R, kind)(element_shape=_prepend_n(ctx, shape), element_dtype=dtype,
+                                 **{size_arg: size})
+    if kind == "TensorListFromTensor":
+        tensor, shape = producer.inputs
+        return _R.TensorListFromTensor(tensor=_broadcast_second(ctx, tensor),
+                                       element_shape=_prepend_n(ctx, shape))
+    return _broadcast_each(ctx, handle, dtype)
+
+
+def _broadcast_second(ctx, tensor):
+    """[T, ...] -> [T, n, ...], each element repeated n times."""
+    dims = tf.shape(tensor)
+    n = tf.reshape(tf.cast(ctx.n, tf.int32), [1])
+    return tf.broadcast_to(tf.expand_dims(tensor, 1), tf.concat([dims[:1], n, dims[1:]], 0))
+
+
+def _broadcast_each(ctx, handle, dtype):
+    length = _R.TensorListLength(input_handle=handle)
+    shape = _R.TensorListElementShape(input_handle=handle, shape_type=tf.int32)
+    out = _R.TensorListReserve(element_shape=_prepend_n(ctx, shape), num_elements=length,
+                               element_dtype=dtype)
+
+    def body(t, out):
+        item = _R.TensorListGetItem(input_handle=handle, index=t, element_shape=-1,
+                                    element_dtype=dtype)
+        whole = tf.broadcast_to(item[None], tf.concat(
+            [tf.reshape(tf.cast(ctx.n, tf.int32), [1]), tf.shape(item)], 0))
+        return t + 1, _R.TensorListSetItem(input_handle=out, index=t, item=whole)
+
+    return tf.while_loop(lambda t, _: t < length, body, (tf.constant(0), out))[1]
+
+
+def _element_dtype(handle) -> tf.DType:
+    if not isinstance(handle, ops.EagerTensor) and "element_dtype" in handle.op.node_def.attr:
+        return handle.op.get_attr("element_dtype")
+    data = handle_data_util.get_resource_handle_data(handle)
+    if data is not None and data.is_set and data.shape_and_type:
+        return tf.as_dtype(data.shape_and_type[0].dtype)
+    raise ValueError(f"stack_list: cannot tell the element dtype of tensor list {handle!r}; "
+                     "pass element_dtype")
+
+
+# -- shape helpers ----------------------------------------------------------------------
+def _prepend_n(ctx, shape: tf.Tensor) -> tf.Tensor:
+    """Per-iteration element shape (int32/int64 tensor, scalar -1 for an unknown rank)
+    -> the stacked list's element shape: ``n`` first where the rank is known."""
+    shape = tf.convert_to_tensor(shape)
+    n = tf.reshape(tf.cast(ctx.n, shape.dtype), [1])
+    if shape.shape.rank == 0:  # made here: ops need a scalar shape to be a constant -1
+        return tf.constant(-1, shape.dtype)
+    if shape.shape.rank == 1:
+        return tf.concat([n, shape], 0)
+    return tf.cond(tf.equal(tf.rank(shape), 0), lambda: shape,
+                   lambda: tf.concat([n, tf.reshape(shape, [tf.size(shape)])], 0))
+
+
+def _swap01(x: tf.Tensor) -> tf.Tensor:
+    """Swap the first two axes: [T, n, ...] <-> [n, T, ...]."""
+    rank = x.shape.rank
+    if rank is not None:
+        return tf.transpose(x, [1, 0] + list(range(2, rank)))
+    return tf.transpose(x, tf.concat([[1, 0], tf.range(2, tf.rank(x))], 0))
+
+
+def _invariant_input(ctx, k: int, what: str) -> tf.Tensor:
+    """Input ``k`` (a size or element shape), which must be the same in every iteration.
+
+    An op that makes a list from a per-iteration one raises: its lists would differ in
+    length or element shape, and the fallback loop cannot make a stacked list either.
+    """
+    value = ctx.inputs[k]
+    if not value.is_stacked:
+        return value.tensor
+    if any(t.dtype == tf.variant for t in ctx.op.outputs):
+        raise ConversionError(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' makes a tensor list with a per-iteration "
+            f"{what}: iterations would hold lists of different lengths or element shapes, "
+            "which pfor does not support. Make the list's size and element shape the same "
+            "in every iteration (pad to a fixed size).")
+    raise _Decline(f"per-iteration {what}")
+
+
+def _stacked_out(ctx, tensor, k: int = 0) -> Stacked:
+    """A stacked output, with the body op's static per-iteration shape."""
+    tensor.set_shape(tensor.shape.merge_with(
+        tf.TensorShape([ctx.n_static]).concatenate(ctx.output_shapes[k])))
+    return Stacked(tensor=tensor)
+
+
+def _stack_items(ctx, handle, element_shape) -> tf.Tensor:
+    """All elements of a stacked list as one tensor [T, n, ...]."""
+    return _R.TensorListStack(input_handle=handle, element_shape=element_shape,
+                              element_dtype=ctx.attr("element_dtype"))
+
+
+def _row_ids(ctx, like: tf.Tensor) -> tf.Tensor:
+    """Iteration number j at every position of ``like`` ([n] or [n, k])."""
+    rows = tf.range(ctx.n, dtype=like.dtype)
+    if like.shape.rank == 1:
+        return rows
+    return tf.broadcast_to(rows[:, None], tf.shape(like))
+
+
+def _pairs(ctx, positions):
+    """Indices (positions[j, ...], j) into [T, n, ...]."""
+    return tf.stack([positions, _row_ids(ctx, positions)], -1)
+
+
+def _take_own(items, positions):
+    """Row j of ``positions`` ([n] or [n, k]) picks from iteration j's elements of
+    ``items`` [T, n, ...]. (A batched gather: gather_nd refuses zero-size elements.)"""
+    return tf.gather(_swap01(items), positions, batch_dims=1)
+
+
+def _scatter(ctx, handle, positions, values, resize: bool):
+    """Each iteration j writes ``values[j, m]`` at list position ``positions[j, m]``.
+
+    ``positions`` is [n, k], ``values`` [n, k, ...]. With ``resize`` the list grows to
+    cover the largest position, which must then be the same length for every iteration.
+    """
+    if values.shape.rank is None:
+        raise _Decline("values of unknown rank")
+    positions = tf.cast(positions, tf.int32)
+    if resize:
+        length = _R.TensorListLength(input_handle=handle)
+        wanted = tf.maximum(length, tf.reduce_max(positions, axis=1) + 1)  # [n]
+        grown = tf.maximum(length, tf.reduce_max(wanted))
+        check = tf.debugging.assert_equal(
+            wanted, tf.fill(tf.shape(wanted), grown), message=(
+                "pfor: iterations grow a tensor list to different lengths (a stacked "
+                "write index past the end); pfor needs lists of one length."))
+        with tf.control_dependencies([check]):
+            handle = _R.TensorListResize(input_handle=handle, size=grown)
+    if positions.shape[1] == 0:
+        return handle  # no writes (ScatterIntoExistingList with no indices)
+    d = shapes.dims(values, ctx.n)
+    items = _stack_items(ctx, handle, shapes.shape_tensor(d[:1] + d[2:]))  # [T, n, ...]
+    # Which write (m) lands at each (t, j), or -1: a scatter of small ints, then one
+    # select (a scatter of the values themselves fails on zero-size elements).
+    pairs = _pairs(ctx, positions)
+    writer = tf.tensor_scatter_nd_update(
+        tf.fill(tf.shape(items)[:2], -1), pairs,
+        tf.broadcast_to(tf.range(tf.shape(positions)[1]), tf.shape(positions)))
+    # (gather with batch_dims, not gather_nd, which refuses zero-size elements)
+    landing = _swap01(tf.gather(values, tf.transpose(tf.maximum(writer, 0)), batch_dims=1))
+    written = shapes.reshape(writer >= 0, shapes.dims(writer) + [1] * (len(d) - 2))
+    items = tf.where(written, landing, items)
+    return _R.TensorListFromTensor(
+        tensor=items, element_shape=_R.TensorListElementShape(input_handle=handle,
+                                                              shape_type=tf.int32))
+
+
+def _unflatten(x: tf.Tensor, lead: list) -> tf.Tensor:
+    """[prod(lead), ...] -> [*lead, ...]."""
+    if x.shape.rank is not None:
+        return shapes.reshape(x, lead + shapes.dims(x)[1:])
+    return tf.reshape(x, tf.concat([shapes.shape_tensor(lead), tf.shape(x)[1:]], 0))
+
+
+def _second_n(ctx, shape: tf.Tensor) -> tf.Tensor:
+    """Per-iteration element shape -> that of elements [d0, n, ...] (unknown rank kept)."""
+    if shape.shape.rank != 1:
+        return tf.constant(-1, shape.dtype)
+    n = tf.reshape(tf.cast(ctx.n, shape.dtype), [1])
+    return tf.concat([shape[:1], n, shape[1:]], 0)
+
+
+# -- converters ---------------------------------------------------------------------------
+@_declining
+def convert_from_tensor(ctx):
+    """tensor [n, T, ...] -> T elements [n, ...]."""
+    shape = _invariant_input(ctx, 1, "element shape")
+    tensor = ctx.stacked(0)
+    return Stacked(tensor=ctx.emit(_swap01(tensor), _prepend_n(ctx, shape))[0])
+
+
+@_declining
+def convert_set_item(ctx):
+    handle, index, _ = ctx.inputs
+    handle = stack_list(ctx, handle, ctx.attr("element_dtype"))
+    item = ctx.stacked(2)
+    if not index.is_stacked:
+        return Stacked(tensor=ctx.emit(handle, index.tensor, item)[0])
+    return Stacked(tensor=_scatter(ctx, handle, index.tensor[:, None], item[:, None],
+                                   ctx.attr("resize_if_index_out_of_bounds")))
+
+
+@_declining
+def convert_get_item(ctx):
+    handle, index, _ = ctx.inputs
+    shape = _invariant_input(ctx, 2, "element shape")
+    if not handle.is_stacked:  # each iteration reads its own position of one list
+        out = _R.TensorListGather(input_handle=handle.tensor, indices=index.tensor,
+                                  element_shape=shape, element_dtype=ctx.attr("element_dtype"))
+    elif not index.is_stacked:
+        out = ctx.emit(handle.tensor, index.tensor, _prepend_n(ctx, shape))[0]
+    else:
+        items = _stack_items(ctx, handle.tensor, _prepend_n(ctx, shape))
+        out = _take_own(items, index.tensor)
+    return _stacked_out(ctx, out)
+
+
+@_declining
+def convert_stack(ctx):
+    shape = _invariant_input(ctx, 1, "element shape")
+    items = ctx.emit(ctx.inputs[0].tensor, _prepend_n(ctx, shape))[0]
+    return _stacked_out(ctx, _swap01(items))
+
+
+@_declining
+def convert_gather(ctx):
+    handle, indices, _ = ctx.inputs
+    shape = _invariant_input(ctx, 2, "element shape")
+    if not handle.is_stacked:  # one gather of all iterations' indices
+        flat = shapes.merge_leading(indices.tensor, 2, ctx.n)
+        values = ctx.emit(handle.tensor, flat, shape)[0]
+        out = _unflatten(values, ctx.dims(indices))
+    elif not indices.is_stacked:
+        out = _swap01(ctx.emit(handle.tensor, indices.tensor, _prepend_n(ctx, shape))[0])
+    else:
+        items = _stack_items(ctx, handle.tensor, _prepend_n(ctx, shape))
+        out = _take_own(items, indices.tensor)
+    return _stacked_out(ctx, out)
+
+
+@_declining
+def convert_scatter_into_list(ctx):
+    handle = stack_list(ctx, ctx.inputs[0], ctx.attr("element_dtype"))
+    values, indices = ctx.stacked(1), ctx.inputs[2]
+    if not indices.is_stacked:
+        return Stacked(tensor=ctx.emit(handle, _swap01(values), indices.tensor)[0])
+    return Stacked(tensor=_scatter(ctx, handle, indices.tensor, values, resize=True))
+
+
+@_declining
+def convert_scatter_new_list(ctx):
+    """TensorListScatter(V2): a new list from scattered rows."""
+    shape = _invariant_input(ctx, 2, "element shape")
+    size = _invariant_input(ctx, 3, "list size") if len(ctx.inputs) > 3 else None
+    values, indices = ctx.stacked(0), ctx.inputs[1]
+    if not indices.is_stacked:
+        rest = [] if size is None else [size]
+        return Stacked(tensor=ctx.emit(_swap01(values), indices.tensor,
+                                       _prepend_n(ctx, shape), *rest)[0])
+    base = _R.TensorListReserve(
+        element_shape=_prepend_n(ctx, shape), element_dtype=ctx.attr("element_dtype"),
+        num_elements=0 if size is None else tf.maximum(size, 0))
+    return Stacked(tensor=_scatter(ctx, base, indices.tensor, values, resize=True))
+
+
+@_declining
+def convert_push_back(ctx):
+    handle = stack_list(ctx, ctx.inputs[0], ctx.attr("element_dtype"))
+    return Stacked(tensor=ctx.emit(handle, ctx.stacked(1))[0])
+
+
+@_declining
+def convert_pop_back(ctx):
+    shape = _invariant_input(ctx, 1, "element shape")
+    handle = stack_list(ctx, ctx.inputs[0], ctx.attr("element_dtype"))
+    out, item = ctx.emit(handle, _prepend_n(ctx, shape))
+    return [Stacked(tensor=out), _stacked_out(ctx, item, 1)]
+
+
+@_declining
+def convert_length(ctx):
+    """Every iteration's list has the same length."""
+    return Invariant(tensor=ctx.emit(ctx.inputs[0].tensor)[0])
+
+
+@_declining
+def convert_element_shape(ctx):
+    """The stacked list's element shape without its leading n (unknown rank kept)."""
+    shape = ctx.emit(ctx.inputs[0].tensor)[0]
+    if shape.shape.rank == 1:
+        return Invariant(tensor=shape[1:])
+    if shape.shape.rank == 0:
+        return Invariant(tensor=shape)
+    return Invariant(tensor=tf.cond(tf.equal(tf.rank(shape), 0), lambda: shape,
+                                    lambda: tf.reshape(shape, [tf.size(shape)])[1:]))
+
+
+@_declining
+def convert_concat(ctx):
+    """Per-iteration concat of elements [n, d_t, ...] along d_t -> [n, sum d_t, ...]."""
+    shape = _invariant_input(ctx, 1, "element shape")
+    leading = _invariant_input(ctx, 2, "leading dims")
+    handle = ctx.inputs[0].tensor
+    static = tf.get_static_value(shape)
+    if static is not None and static.ndim == 1 and static.size and static[0] >= 0:
+        # Every element has this leading dim: one stack and a reshape.
+        width = int(static[0])
+        items = _swap01(_stack_items(ctx, handle, _prepend_n(ctx, shape)))  # [n, T, d, ...]
+        d = ctx.dims(items)
+        out = shapes.reshape(items, [d[0], d[1] * width] + d[3:])
+        lengths = tf.fill(tf.reshape(_R.TensorListLength(input_handle=handle), [1]),
+                          tf.constant(width, tf.int64))
+        return [_stacked_out(ctx, out), Invariant(tensor=lengths)]
+    if leading.shape.rank != 1 or leading.shape[0] != 0:
+        raise _Decline("leading_dims for unset elements of unknown leading dim")
+    out, lengths = _concat_each(ctx, handle, shape)
+    return [_stacked_out(ctx, out), Invariant(tensor=lengths)]
+
+
+def _concat_each(ctx, handle, shape):
+    """Elements may differ in d_t: swap each to [d_t, n, ...] into a new list (a loop
+    over the elements), concat that, and swap back."""
+    dtype = ctx.attr("element_dtype")
+    length = _R.TensorListLength(input_handle=handle)
+    swapped_shape = _second_n(ctx, shape)
+    swapped = _R.TensorListReserve(element_shape=swapped_shape, num_elements=length,
+                                   element_dtype=dtype)
+
+    def body(t, swapped):
+        item = _R.TensorListGetItem(input_handle=handle, index=t,
+                                    element_shape=_prepend_n(ctx, shape), element_dtype=dtype)
+        return t + 1, _R.TensorListSetItem(input_handle=swapped, index=t, item=_swap01(item))
+
+    _, swapped = tf.while_loop(lambda t, _: t < length, body, (tf.constant(0), swapped))
+    out, lengths = _R.TensorListConcatV2(
+        input_handle=swapped, element_shape=swapped_shape,
+        leading_dims=tf.zeros([0], tf.int64), element_dtype=dtype)
+    return _swap01(out), lengths
+
+
+@_declining
+def convert_resize(ctx):
+    size = _invariant_input(ctx, 1, "list size")
+    return Stacked(tensor=ctx.emit(ctx.inputs[0].tensor, size)[0])
+
+
+@_declining
+def convert_split(ctx):
+    """tensor [n, sum d_t, ...] -> elements [n, d_t, ...], sliced one by one."""
+    shape = _invariant_input(ctx, 1, "element shape")
+    lengths = _invariant_input(ctx, 2, "split lengths")
+    tensor = ctx.stacked(0)
+    ends = tf.cumsum(lengths)
+    starts = ends - lengths
+    count = tf.size(lengths)
+    total = tf.cast(tf.shape(tensor)[1], lengths.dtype)
+    check = tf.debugging.assert_equal(
+        tf.reduce_sum(lengths), total,
+        message="TensorListSplit: the lengths must add up to the tensor's first dimension")
+    out = _R.TensorListReserve(element_shape=_prepend_n(ctx, shape), num_elements=count,
+                               element_dtype=ctx.attr("element_dtype"))
+
+    def body(t, out):
+        piece = tf.gather(tensor, tf.range(starts[t], ends[t]), axis=1)
+        return t + 1, _R.TensorListSetItem(input_handle=out, index=t, item=piece)
+
+    with tf.control_dependencies([check]):
+        _, out = tf.while_loop(lambda t, _: t < count, body, (tf.constant(0), out))
+    return Stacked(tensor=out)
+
+
+@_declining
+def convert_add_lists(ctx):
+    """AddN of tensor lists (gradients of list ops add up): elementwise on the elements,
+    which a stacked list holds as [n, ...]."""
+    if ctx.op.outputs[0].dtype != tf.variant:
+        raise _Decline("not tensor lists")
+    try:
+        handles = [stack_list(ctx, v) for v in ctx.inputs]
+    except ValueError as err:  # element dtype unknown
+        raise _Decline(str(err)) from None
+    return Stacked(tensor=ctx.emit(*handles)[0])
+
+
+@_declining
+def convert_new_list(ctx):
+    """TensorListReserve / EmptyTensorList reach a converter only with a per-iteration
+    size or element shape."""
+    _invariant_input(ctx, 0, "element shape")
+    _invariant_input(ctx, 1, "list size")
+    raise AssertionError("unreachable: an input is stacked")  # pragma: no cover
+
+
+def register(registry):
+    add = registry.add
+    add(["TensorListReserve", "EmptyTensorList"], convert_new_list, inputs="**")
+    add("TensorListFromTensor", convert_from_tensor, inputs="**")
+    add("TensorListSetItem", convert_set_item, inputs="***")
+    add("TensorListGetItem", convert_get_item, inputs="***")
+    add("TensorListStack", convert_stack, inputs="**")
+    add("TensorListGather", convert_gather, inputs="***")
+    add("TensorListScatterIntoExistingList", convert_scatter_into_list, inputs="***")
+    add("TensorListScatterV2", convert_scatter_new_list, inputs="****")
+    add("TensorListScatter", convert_scatter_new_list, inputs="***")
+    add("TensorListPushBack", convert_push_back, inputs="**")
+    add("TensorListPopBack", convert_pop_back, inputs="**")
+    add("TensorListLength", convert_length, inputs="S")
+    add("TensorListElementShape", convert_element_shape, inputs="S")
+    add("TensorListConcatV2", convert_concat, inputs="***")
+    add("TensorListResize", convert_resize, inputs="**")
+    add("TensorListSplit", convert_split, inputs="***")
+    add("AddN", convert_add_lists)
