@@ -1,0 +1,84 @@
+"""What the while-loop converters know about one loop: its variables, which of them
+the body passes through unchanged (read from outside the loop, never carried) and
+which are stacked."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from pfor_core import Invariant, Stacked
+from pfor_controlflow.list_views import ListView
+
+
+class Loop:
+    """What the converter knows about one While op."""
+
+    def __init__(self, ctx, cond, body):
+        self.ctx, self.cond, self.body = ctx, cond, body
+        self.inputs = list(ctx.inputs)
+        self.passed = [passes_through(body, k) for k in range(len(self.inputs))]
+        self.carried = [k for k, p in enumerate(self.passed) if not p]
+        self.stacked = [v.is_stacked for v in self.inputs]
+
+    def layouts(self, carried_values, stacked=None, outside=None):
+        """Layouts of all loop variables: carried ones from ``carried_values``,
+        passed-through ones from ``outside`` (default: the loop's inputs)."""
+        stacked = self.stacked if stacked is None else stacked
+        outside = self.inputs if outside is None else outside
+        values = list(outside)
+        for k, value in zip(self.carried, carried_values):
+            if isinstance(value, (Stacked, Invariant)):
+                values[k] = value
+            else:
+                values[k] = Stacked(tensor=value) if stacked[k] else Invariant(tensor=value)
+        return values
+
+    def shape_of(self, k, stacked=None) -> tf.TensorShape:
+        """Shape invariant of carried variable ``k``, stacked or not."""
+        stacked = self.stacked if stacked is None else stacked
+        shape = self.body.inputs[k].shape
+        if not stacked[k] or self.body.inputs[k].dtype == tf.variant:
+            return shape
+        return tf.TensorShape([self.ctx.n_static]).concatenate(shape)
+
+
+def passes_through(body, k) -> bool:
+    out = body.outputs[k]
+    while out.op.type == "Identity" and out is not body.inputs[k]:
+        out = out.op.inputs[0]
+    return out is body.inputs[k]
+
+
+def stack_value(ctx, value) -> tf.Tensor:
+    if value.dtype == tf.variant:
+        from pfor_controlflow import tensor_lists  # pylint: disable=import-outside-toplevel
+        return tensor_lists.stack_list(ctx, value)
+    return ctx.stack(value)
+
+
+def carried_out(loop, converted, k):
+    """The body's output for carried variable ``k`` in its loop layout."""
+    value = converted.outputs[k]
+    if loop.stacked[k]:
+        return converted.stacked(k)
+    if value.is_stacked:  # the trial said otherwise: a converter is inconsistent
+        raise RuntimeError(f"loop variable {k} became per-iteration in the real conversion")
+    return value.tensor
+
+
+def list_out(converted, k) -> ListView:
+    """The body's output for a tensor list carried through a loop with per-iteration
+    trip counts: still the whole loop's list."""
+    value = converted.outputs[k]
+    if not isinstance(value, ListView):
+        raise RuntimeError(f"loop variable {k}: the body replaced a tensor list carried "
+                           "through a loop with per-iteration trip counts by a new list")
+    return value
+
+
+def pushed_by(body, k):
+    """The element dtype if the body's output ``k`` is a TensorListPushBack, else None."""
+    out = body.outputs[k]
+    while out.op.type == "Identity":
+        out = out.op.inputs[0]
+    return out.op.get_attr("element_dtype") if out.op.type == "TensorListPushBack" else None

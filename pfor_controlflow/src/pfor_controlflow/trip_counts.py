@@ -1,0 +1,220 @@
+"""While loops whose trip count differs per iteration (a stacked condition).
+
+Active subset (the default): the loop carries the still-active iterations' rows only,
+compactly (``[m, ...]``, with their row numbers), and runs body and condition on them.
+When some rows finish, their final values are set aside and the carried values are
+compacted to the rows still running; nothing is gathered or scattered in a step where
+no row finishes, and a variable the body adds to (a gradient accumulator) is updated
+in place on its ``m`` rows. At the end the finished rows' values are put back in
+order over the initial values (rows that never ran keep those).
+
+Masked (under XLA, which needs static shapes, and inside an outer ``pfor``, which
+cannot vectorize data-dependent shapes): every step runs on all rows and keeps the
+old values of finished rows.
+
+Either way an invariant variable can end differently per iteration (e.g. the step
+counter): its value when each iteration finishes becomes the loop's stacked output.
+Tensor lists stay whole (see list_views.py) and are right-aligned at the end when the
+body pushes to them.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from pfor_core import Invariant, Stacked
+from pfor_controlflow.conditionals import truth
+from pfor_controlflow.functions import with_effects
+from pfor_controlflow.list_views import ListView, right_align
+from pfor_controlflow.loop_vars import carried_out, list_out, pushed_by, stack_value
+
+_LENGTH = tf.raw_ops.TensorListLength
+
+
+class _Kinds:
+    """The loop's variables sorted by how a per-iteration loop carries them."""
+
+    def __init__(self, loop):
+        variant = [t.dtype == tf.variant for t in loop.body.inputs]
+        self.rows = [k for k in loop.carried if loop.stacked[k] and not variant[k]]
+        self.lists = [k for k in loop.carried if loop.stacked[k] and variant[k]]
+        self.changing = [k for k in loop.carried if not loop.stacked[k]]
+        # Per-iteration values read from outside the loop, compacted with the rows.
+        self.outside = [k for k, p in enumerate(loop.passed)
+                        if p and loop.inputs[k].is_stacked and not variant[k]]
+
+
+def _initial(loop):
+    ctx = loop.ctx
+    init = {k: stack_value(ctx, loop.inputs[k]) if loop.stacked[k] else loop.inputs[k].tensor
+            for k in loop.carried}
+    start = ctx.convert_function(loop.cond, loop.layouts([init[k] for k in loop.carried]))
+    return init, truth(start.stacked(0))
+
+
+def _effects(converted, check):
+    return converted.side_effects + check.side_effects
+
+
+# -- active subset ------------------------------------------------------------------------
+class _Finished:
+    """The rows that finished, step by step, with their final values: the rows' own
+    variables, the invariant variables' values then, and tensor-list lengths."""
+
+    def __init__(self, loop, kinds):
+        body = loop.body
+        self.specs = ([(body.inputs[k].dtype, body.inputs[k].shape)
+                       for k in kinds.rows + kinds.changing]
+                      + [(tf.int32, tf.TensorShape([])) for _ in kinds.lists])
+
+    def _all(self):
+        return [(tf.int32, tf.TensorShape([]))] + self.specs
+
+    def start(self):
+        return [tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False,
+                               element_shape=tf.TensorShape([None]).concatenate(shape))
+                for dtype, shape in self._all()]
+
+    @staticmethod
+    def record(arrays, step, pieces):
+        return [a.write(step, p) for a, p in zip(arrays, pieces)]
+
+    def finish(self, arrays, n):
+        """Per array, everything written ([total, ...]); empty if no row ever ran."""
+        out = []
+        for array, (dtype, shape) in zip(arrays, self._all()):
+            empty = [0] + [d if d is not None else 0 for d in shape.as_list()]
+            out.append(tf.cond(array.size() > 0, array.concat, lambda e=empty, d=dtype:
+                               tf.zeros(e, d)))
+        return out
+
+
+def run_subset(loop, parallel):
+    ctx, kinds = loop.ctx, _Kinds(loop)
+    init, active = _initial(loop)
+    rows = tf.cast(tf.where(active)[:, 0], tf.int32)
+    carry = ([tf.gather(init[k], rows) for k in kinds.rows]
+             + [tf.gather(loop.inputs[k].tensor, rows) for k in kinds.outside])
+    finished = _Finished(loop, kinds)
+
+    def layouts(rows, carry, lists, changing):
+        values = [ListView(tensor=v.tensor, width=ctx.n, rows=rows)
+                  if v.is_stacked and v.dtype == tf.variant else v for v in loop.inputs]
+        for k, value in zip(kinds.rows + kinds.outside, carry):
+            values[k] = Stacked(tensor=value)
+        for k, handle in zip(kinds.lists, lists):
+            values[k] = ListView(tensor=handle, width=ctx.n, rows=rows)
+        for k, value in zip(kinds.changing, changing):
+            values[k] = Invariant(tensor=value)
+        return values
+
+    def body(step, rows, carry, lists, changing, arrays):
+        converted = ctx.convert_function(loop.body, layouts(rows, carry, lists, changing),
+                                         positions=rows)
+        carry = ([carried_out(loop, converted, k) for k in kinds.rows]
+                 + carry[len(kinds.rows):])
+        lists = [list_out(converted, k).tensor for k in kinds.lists]
+        changing = [carried_out(loop, converted, k) for k in kinds.changing]
+        check = ctx.convert_function(loop.cond, layouts(rows, carry, lists, changing),
+                                     positions=rows)
+        still = with_effects([truth(check.stacked(0))], _effects(converted, check))[0]
+        done = tf.logical_not(still)
+        count = tf.reshape(tf.reduce_sum(tf.cast(done, tf.int32)), [1])
+        arrays = finished.record(arrays, step, (
+            [tf.boolean_mask(rows, done)]
+            + [tf.boolean_mask(v, done) for v in carry[:len(kinds.rows)]]
+            + [tf.broadcast_to(v[None], tf.concat([count, tf.shape(v)], 0)) for v in changing]
+            + [tf.fill(count, _LENGTH(input_handle=h)) for h in lists]))
+        # Compact to the rows still running, only in steps where some finished.
+        kept = [rows] + carry
+        kept = tf.cond(tf.reduce_any(done), lambda: [tf.boolean_mask(t, still) for t in kept],
+                       lambda: kept)
+        return step + 1, kept[0], kept[1:], lists, changing, arrays
+
+    arrays = finished.start()
+    shapes = (tf.TensorShape([]), tf.TensorShape([None]),
+              [tf.TensorShape([None]).concatenate(loop.body.inputs[k].shape)
+               for k in kinds.rows + kinds.outside],
+              [tf.TensorShape([]) for _ in kinds.lists],
+              [loop.body.inputs[k].shape for k in kinds.changing],
+              [tf.TensorShape([]) for _ in arrays])  # TensorArrays: their flows
+    start = (tf.constant(0), rows, carry, [init[k] for k in kinds.lists],
+             [init[k] for k in kinds.changing], arrays)
+    _, _, _, lists, _, arrays = tf.while_loop(
+        lambda step, rows, *_: tf.size(rows) > 0, body, start,
+        parallel_iterations=parallel, shape_invariants=shapes)
+    ids, *values = finished.finish(arrays, ctx.n)
+    everyone = tf.range(ctx.n)
+
+    def stitch(base, pieces, shape):
+        out = tf.dynamic_stitch([everyone, ids], [base, pieces])  # later entries win
+        out.set_shape(tf.TensorShape([ctx.n_static]).concatenate(shape))
+        return out
+
+    layouts = loop.layouts([init[k] for k in loop.carried])
+    values = iter(values)
+    for k in kinds.rows + kinds.changing:
+        base = init[k] if loop.stacked[k] else ctx.stack(loop.inputs[k])
+        layouts[k] = Stacked(tensor=stitch(base, next(values), loop.body.inputs[k].shape))
+    for k, handle in zip(kinds.lists, lists):
+        lengths = stitch(tf.fill([ctx.n], _LENGTH(input_handle=init[k])), next(values),
+                         tf.TensorShape([]))
+        pushed = pushed_by(loop.body, k)
+        if pushed is not None:  # a stack (e.g. a gradient's accumulator): see list_views
+            handle = right_align(handle, lengths, pushed)
+        layouts[k] = Stacked(tensor=handle)
+    return layouts
+
+
+# -- masked -------------------------------------------------------------------------------
+def _select(active, new, old):
+    rows = tf.reshape(active, tf.concat([tf.shape(active), tf.ones_like(tf.shape(new))[1:]], 0))
+    return tf.where(rows, new, old)
+
+
+def run_masked(loop, parallel):
+    ctx, kinds = loop.ctx, _Kinds(loop)
+    init, active = _initial(loop)
+
+    def layouts(active, values):
+        outside = [ListView(tensor=v.tensor, width=ctx.n, mask=active)
+                   if v.is_stacked and v.dtype == tf.variant else v for v in loop.inputs]
+        mine = [ListView(tensor=v, width=ctx.n, mask=active) if k in kinds.lists else v
+                for k, v in zip(loop.carried, values)]
+        return loop.layouts(mine, outside=outside)
+
+    def body(active, values, finals, lengths):
+        converted = ctx.convert_function(loop.body, layouts(active, values))
+        outs = [list_out(converted, k).tensor if k in kinds.lists else
+                carried_out(loop, converted, k) for k in loop.carried]
+        check = ctx.convert_function(loop.cond, layouts(active, outs))
+        still = tf.logical_and(truth(check.stacked(0)), active)
+        new = [_select(active, o, v) if k in kinds.rows else o
+               for k, o, v in zip(loop.carried, outs, values)]
+        done = tf.logical_and(active, tf.logical_not(still))
+        by_k = dict(zip(loop.carried, new))
+        finals = [_select(done, tf.broadcast_to(by_k[k][None], tf.shape(f)), f)
+                  for f, k in zip(finals, kinds.changing)]
+        lengths = [tf.where(done, _LENGTH(input_handle=by_k[k]), n)
+                   for n, k in zip(lengths, kinds.lists)]
+        still = with_effects([still], _effects(converted, check))[0]
+        return still, new, finals, lengths
+
+    n = tf.TensorShape([ctx.n_static])
+    shapes = (n, [loop.shape_of(k) for k in loop.carried],
+              [n.concatenate(loop.body.inputs[k].shape) for k in kinds.changing],
+              [n for _ in kinds.lists])
+    start = (active, [init[k] for k in loop.carried],
+             [ctx.stack(loop.inputs[k]) for k in kinds.changing],
+             [tf.fill([ctx.n], _LENGTH(input_handle=init[k])) for k in kinds.lists])
+    _, values, finals, lengths = tf.while_loop(
+        lambda active, *_: tf.reduce_any(active), body, start,
+        parallel_iterations=parallel, shape_invariants=shapes)
+    layouts = loop.layouts(values)
+    for k, final in zip(kinds.changing, finals):
+        layouts[k] = Stacked(tensor=final)
+    for k, length in zip(kinds.lists, lengths):
+        pushed = pushed_by(loop.body, k)
+        if pushed is not None:
+            layouts[k] = Stacked(tensor=right_align(layouts[k].tensor, length, pushed))
+    return layouts
