@@ -37,7 +37,7 @@ def is_library_file(filename: str, dirs: tuple[str, ...] | None = None) -> bool:
 def source_line(op) -> str:
     """The user's source line that created ``op`` (TensorFlow records a traceback)."""
     try:
-        frames = op.traceback
+        frames = op.traceback or ()  # None for ops imported from a FunctionDef
     except Exception:  # pylint: disable=broad-except
         return ""
     dirs = _library_dirs()

@@ -108,3 +108,25 @@ def test_tape_jacobian_of_a_keras_lstm():
     got = pf.tape_jacobian(tape, y, x, fallback="error")
     testing.assert_allclose(got, tape.jacobian(y, x, experimental_use_pfor=False),
                             rtol=1e-4, atol=1e-6)
+
+
+def test_hessian_through_a_while_loop():
+    """Second order: the gradient loop (a tape's backward function, run as a call
+    whose definition returns fewer values than its Python graph) is converted again."""
+    w = tf.random.stateless_normal([3, 3], seed=[1, 2]) * 0.5
+
+    def f(x):
+        def step(t, h):
+            return t + 1, tf.tanh(tf.linalg.matvec(w, h) + x)
+        return tf.reduce_sum(tf.while_loop(lambda t, h: t < 3, step, (0, tf.zeros([3])))[1] ** 2)
+
+    x = tf.random.stateless_normal([3], seed=[3, 4])
+    got = pf.hessian(f, x, fallback="error")
+    with tf.GradientTape(persistent=True) as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f(x)
+        g = inner.gradient(y, x)
+    testing.assert_allclose(got, outer.jacobian(g, x, experimental_use_pfor=False),
+                            rtol=1e-4, atol=1e-6)

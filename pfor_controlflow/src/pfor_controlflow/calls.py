@@ -11,21 +11,22 @@ still right there, since its stateless all-invariant ops are re-emitted unchange
 
 from __future__ import annotations
 
-from pfor_controlflow.functions import function_graph
+from pfor_controlflow.functions import function_and_outputs
 
 
 def convert_call(ctx):
     name = ctx.attr("f").name
-    graph = function_graph(ctx.op, name)
-    if graph is None:
+    found = function_and_outputs(ctx.op, name)
+    if found is None:
         return ctx.decline(f"function {name!r} not found in the graph")
+    graph, outputs = found
     if len(graph.inputs) != len(ctx.inputs):
         return ctx.decline(f"function {name!r} takes {len(graph.inputs)} inputs, "
                            f"the call passes {len(ctx.inputs)}")
-    if len(graph.outputs) != len(ctx.op.outputs):
-        return ctx.decline(f"function {name!r} returns {len(graph.outputs)} values, "
+    if len(outputs) != len(ctx.op.outputs):
+        return ctx.decline(f"function {name!r} returns {len(outputs)} values, "
                            f"the call has {len(ctx.op.outputs)} outputs")
-    return ctx.convert_graph(graph, ctx.inputs)
+    return ctx.convert_graph(graph, ctx.inputs, outputs)
 
 
 def register(registry):

@@ -9,15 +9,38 @@ from tensorflow.python.framework import func_graph, function_def_to_graph
 
 def function_graph(op, name: str):
     """The FuncGraph of the function ``name`` that ``op`` refers to, or None."""
+    found = function_and_outputs(op, name)
+    return None if found is None else found[0]
+
+
+def function_and_outputs(op, name: str):
+    """(graph, outputs) of the function ``name`` that ``op`` runs, or None.
+
+    A function's Python graph can hold more outputs than the definition the op runs
+    (a tape's backward function before pruning): its outputs are then looked up by
+    the definition's names, keeping the graph's static shapes. Functions known only by
+    their definition (e.g. loaded ones) are imported from it.
+    """
     fn = op.graph._get_function(name)  # pylint: disable=protected-access
     if fn is None:
         return None
-    graph = getattr(fn, "graph", None)
-    if graph is not None:
-        return graph
-    # Functions known only by their definition (e.g. loaded ones) have no graph yet.
     definition = getattr(fn, "cached_definition", None) or getattr(fn, "definition")
-    return function_def_to_graph.function_def_to_graph(definition)
+    graph = getattr(fn, "graph", None)
+    signature = definition.signature
+    if graph is not None and len(graph.inputs) == len(signature.input_arg):
+        if len(graph.outputs) == len(signature.output_arg):
+            return graph, list(graph.outputs)
+        try:
+            with op.graph.as_default():  # where the functions it calls are found
+                _, flat_names = function_def_to_graph.function_def_to_graph_def(definition)
+            return graph, [graph.get_tensor_by_name(flat_names[definition.ret[arg.name]])
+                           for arg in signature.output_arg]
+        except (KeyError, ValueError):
+            pass
+    with op.graph.as_default():  # where the functions it calls are found
+        graph = function_def_to_graph.function_def_to_graph(
+            definition, include_library_functions=True)
+    return graph, list(graph.outputs)
 
 
 def scratch_graph(name: str = "pfor_trial"):
