@@ -65,6 +65,7 @@ class Conversion:
         self.n = n
         self.n_static = n_static
         self.chunked = chunked  # iterations converted in several chunks
+        self.trial = False  # only finding layouts (see child)
         self.scratch: dict = {}
         self.records = records if records is not None else []
         self.side_effects: list[tf.Operation] = []  # outer ops of converted stateful ops
@@ -90,20 +91,22 @@ class Conversion:
         """A conversion for the same loop, or for the iterations at ``positions``
         (int32 vector of rows), whose side effects its caller attaches itself (it may
         emit into another graph, e.g. a branch function). A trial conversion only finds
-        layouts: it keeps no records and never warns."""
+        layouts: it keeps no records, never warns or raises for a fallback, and stands
+        in for an op that would fall back with stacked placeholders (the real
+        conversion, with the layouts found, reports what still falls back)."""
         options, records = self.options, self.records
-        if trial:
+        if trial or self.trial:
             records = []
-            if options.fallback == "warn":
-                options = dataclasses.replace(options, fallback="loop")
         if positions is None:
             indices, n, n_static = self.indices, self.n, self.n_static
         else:
             indices = tf.gather(self.indices, positions)
             n, n_static = tf.size(positions, out_type=tf.int32), None
-        return Conversion(registry=self.registry, options=options, indices=indices,
-                          start=self.start, n=n, n_static=n_static, records=records,
-                          chunked=self.chunked)
+        child = Conversion(registry=self.registry, options=options, indices=indices,
+                           start=self.start, n=n, n_static=n_static, records=records,
+                           chunked=self.chunked)
+        child.trial = trial or self.trial
+        return child
 
     # -- the walk -----------------------------------------------------------------
     def _convert(self, graph, inputs: dict, outputs: list, must_run: list) -> list[Layout]:
@@ -202,6 +205,9 @@ class Conversion:
             message = (f"pfor: converter {entry.name} from {entry.pack} raised "
                        f"{type(err).__name__}: {err} while converting {op.type} "
                        f"'{op.name}'; falling back for this op.")
+            if self.trial:
+                reasons.append(f"{entry.name} raised {type(err).__name__}")
+                return None
             if self.options.fallback == "error":
                 raise ConversionError(message) from err
             warnings.warn(message, RuntimeWarning, stacklevel=messages.user_stacklevel())
@@ -209,6 +215,8 @@ class Conversion:
             return None
 
     def _fall_back(self, op, layouts, pattern, reasons):
+        if self.trial:
+            return [Stacked(tensor=_stand_in(t, self.n_static)) for t in op.outputs]
         mode = self.options.fallback
         if mode == "error":
             raise ConversionError(messages.conversion_error(op, layouts, reasons))
@@ -224,6 +232,14 @@ class Conversion:
         if entry is not None:
             rec.converter, rec.pack, rec.version = entry.name, entry.pack, entry.version
         self.records.append(rec)
+
+
+def _stand_in(original, n_static):
+    """A stacked placeholder like a body tensor, for trial conversions."""
+    if original.dtype == tf.variant:  # a stacked list keeps a scalar handle
+        return tf.raw_ops.Placeholder(dtype=tf.variant, shape=[])
+    shape = tf.TensorShape([n_static]).concatenate(original.shape)
+    return tf.raw_ops.Placeholder(dtype=original.dtype, shape=shape)
 
 
 def _scope(op) -> str:

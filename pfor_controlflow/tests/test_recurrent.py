@@ -130,3 +130,23 @@ def test_hessian_through_a_while_loop():
         g = inner.gradient(y, x)
     testing.assert_allclose(got, outer.jacobian(g, x, experimental_use_pfor=False),
                             rtol=1e-4, atol=1e-6)
+
+
+def test_hessian_through_a_keras_lstm():
+    """Second order through Keras' while loop: the gradient loop's accumulators are
+    lists of lists, and its gradient adds lists popped from them."""
+    layer = _layer("lstm", False, units=3)
+    x = _sequences(1, steps=3, dim=4, seed=6)[0]
+
+    def f(v):
+        return tf.reduce_sum(layer(v[None]) ** 2)
+
+    got = pf.hessian(f, x, fallback="error")
+    with tf.GradientTape(persistent=True) as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f(x)
+        g = inner.gradient(y, x)
+    testing.assert_allclose(got, outer.jacobian(g, x, experimental_use_pfor=False),
+                            rtol=1e-3, atol=1e-5)

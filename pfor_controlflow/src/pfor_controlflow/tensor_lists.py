@@ -72,8 +72,13 @@ def stack_list(ctx, value, element_dtype=None) -> tf.Tensor:
     if kind in ("TensorListReserve", "EmptyTensorList"):
         shape, size = producer.inputs
         size_arg = "num_elements" if kind == "TensorListReserve" else "max_num_elements"
+        if dtype == tf.variant:  # a list of lists: its elements are stacked lists
+            return getattr(_R, kind)(element_shape=shape, element_dtype=dtype,
+                                     **{size_arg: size})
         return getattr(_R, kind)(element_shape=_prepend_n(ctx, shape), element_dtype=dtype,
                                  **{size_arg: size})
+    if dtype == tf.variant:
+        raise ValueError("stack_list: a list of tensor lists with elements already set")
     if kind == "TensorListFromTensor":
         tensor, shape = producer.inputs
         return _R.TensorListFromTensor(tensor=_broadcast_second(ctx, tensor),
@@ -324,14 +329,27 @@ def convert_scatter_new_list(ctx):
 
 @_declining
 def convert_push_back(ctx):
-    handle = stack_list(ctx, ctx.inputs[0], ctx.attr("element_dtype"))
-    return Stacked(tensor=ctx.emit(handle, ctx.stacked(1))[0])
+    dtype = ctx.attr("element_dtype")
+    try:
+        handle = stack_list(ctx, ctx.inputs[0], dtype)
+        # A list of lists (what a second derivative accumulates) holds stacked lists.
+        item = stack_list(ctx, ctx.inputs[1]) if dtype == tf.variant else ctx.stacked(1)
+    except ValueError as err:
+        raise _Decline(str(err)) from None
+    return Stacked(tensor=ctx.emit(handle, item)[0])
 
 
 @_declining
 def convert_pop_back(ctx):
     shape = _invariant_input(ctx, 1, "element shape")
-    handle = stack_list(ctx, ctx.inputs[0], ctx.attr("element_dtype"))
+    dtype = ctx.attr("element_dtype")
+    try:
+        handle = stack_list(ctx, ctx.inputs[0], dtype)
+    except ValueError as err:
+        raise _Decline(str(err)) from None
+    if dtype == tf.variant:  # a list of lists: the item is a stacked list
+        out, item = ctx.emit(handle, shape)
+        return [Stacked(tensor=out), Stacked(tensor=item)]
     out, item = ctx.emit(handle, _prepend_n(ctx, shape))
     return [Stacked(tensor=out), _stacked_out(ctx, item, 1)]
 
@@ -428,14 +446,28 @@ def convert_split(ctx):
     return Stacked(tensor=out)
 
 
+def _summed_dtype(ctx):
+    """The element dtype of the lists AddN sums, from an input made by a list op (an
+    item popped from a list of lists carries the outer list's handle data instead)."""
+    for t in ctx.op.inputs:
+        op = t.op
+        while op.type == "Identity":
+            t = op.inputs[0]
+            op = t.op
+        if t.value_index == 0 and "element_dtype" in op.node_def.attr:
+            return op.get_attr("element_dtype")
+    return None
+
+
 @_declining
 def convert_add_lists(ctx):
     """AddN of tensor lists (gradients of list ops add up): elementwise on the elements,
     which a stacked list holds as [n, ...]."""
     if ctx.op.outputs[0].dtype != tf.variant:
         raise _Decline("not tensor lists")
+    dtype = _summed_dtype(ctx)
     try:
-        handles = [stack_list(ctx, v) for v in ctx.inputs]
+        handles = [stack_list(ctx, v, dtype) for v in ctx.inputs]
     except ValueError as err:  # element dtype unknown
         raise _Decline(str(err)) from None
     return Stacked(tensor=ctx.emit(*handles)[0])
