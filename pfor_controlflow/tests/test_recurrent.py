@@ -56,6 +56,16 @@ def _loop_jacobian(f, x):
     return tape.jacobian(y, x, experimental_use_pfor=False)
 
 
+def _loop_hessian(f, x):
+    with tf.GradientTape(persistent=True) as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f(x)
+        g = inner.gradient(y, x)
+    return outer.jacobian(g, x, experimental_use_pfor=False)
+
+
 def test_jacobian_through_a_dynamic_rnn():
     w = tf.random.stateless_normal([3, 3], seed=[3, 1]) * 0.5
 
@@ -122,14 +132,7 @@ def test_hessian_through_a_while_loop():
 
     x = tf.random.stateless_normal([3], seed=[3, 4])
     got = pf.hessian(f, x, fallback="error")
-    with tf.GradientTape(persistent=True) as outer:
-        outer.watch(x)
-        with tf.GradientTape() as inner:
-            inner.watch(x)
-            y = f(x)
-        g = inner.gradient(y, x)
-    testing.assert_allclose(got, outer.jacobian(g, x, experimental_use_pfor=False),
-                            rtol=1e-4, atol=1e-6)
+    testing.assert_allclose(got, _loop_hessian(f, x), rtol=1e-4, atol=1e-6)
 
 
 def test_hessian_through_a_keras_lstm():
@@ -142,11 +145,4 @@ def test_hessian_through_a_keras_lstm():
         return tf.reduce_sum(layer(v[None]) ** 2)
 
     got = pf.hessian(f, x, fallback="error")
-    with tf.GradientTape(persistent=True) as outer:
-        outer.watch(x)
-        with tf.GradientTape() as inner:
-            inner.watch(x)
-            y = f(x)
-        g = inner.gradient(y, x)
-    testing.assert_allclose(got, outer.jacobian(g, x, experimental_use_pfor=False),
-                            rtol=1e-3, atol=1e-5)
+    testing.assert_allclose(got, _loop_hessian(f, x), rtol=1e-3, atol=1e-5)
