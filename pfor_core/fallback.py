@@ -14,23 +14,21 @@ from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Stacked
 
 
-def run_sequentially(op, layouts, conversion) -> list[Stacked]:
+def run_sequentially(op, layouts, conversion, reasons=()) -> list[Stacked]:
     n = conversion.n
-    if any(v.is_stacked and v.dtype == tf.variant for v in layouts):
-        # A stacked tensor list has no rows to slice (see layout.py).
-        raise ConversionError(
-            f"pfor: no converter handles {op.type} '{op.name}' with a per-iteration tensor "
-            "list (tf.TensorArray) as input, and such lists cannot be run in the fallback "
-            "loop. Install pfor_controlflow, or keep the list loop-invariant.")
     # Outputs nobody reads are not collected (they may even differ in shape per
     # iteration, like UniqueV2's values when only its indices are used).
     used = [bool(t.consumers()) or not _placeholder_ok(t.dtype) for t in op.outputs]
-    if any(u and t.dtype == tf.variant for t, u in zip(op.outputs, used)):
-        # Rows of handles are no stacked tensor list or optional (see layout.py).
+    if any(v.is_stacked and v.dtype == tf.variant for v in layouts) or any(
+            u and t.dtype == tf.variant for t, u in zip(op.outputs, used)):
+        # A stacked tensor list has no rows to slice, and rows of handles are no
+        # stacked list (see layout.py).
+        why = f" Converters declined: {'; '.join(reasons)}." if reasons else ""
         raise ConversionError(
-            f"pfor: no converter handles {op.type} '{op.name}', whose output is a tensor "
-            "list or another variant, and the fallback loop cannot stack such values. "
-            "Install pfor_controlflow, or move the op out of the loop body.")
+            f"pfor: {op.type} '{op.name}' takes or makes a per-iteration tensor list "
+            f"(tf.TensorArray) or other variant, which the fallback loop cannot slice or "
+            f"stack, and no converter handles it here.{why} Keep such lists "
+            "loop-invariant, or create them inside the loop that uses them.")
     outputs = [t for t, u in zip(op.outputs, used) if u]
     arrays = tuple(tf.TensorArray(t.dtype, size=n, element_shape=t.shape,
                                   infer_shape=t.shape.is_fully_defined())

@@ -225,7 +225,7 @@ class Conversion:
             warnings.warn(messages.fallback_warning(op, layouts, reasons),
                           messages.FallbackWarning, stacklevel=messages.user_stacklevel())
         self._record(op, "fallback", stacked=True, reason="; ".join(reasons))
-        return fallback.run_sequentially(op, layouts, self)
+        return fallback.run_sequentially(op, layouts, self, reasons)
 
     def _record(self, op, how, *, entry=None, stacked=False, reason=""):
         rec = OpRecord(op_type=op.type, name=op.name, how=how, stacked=stacked, reason=reason)

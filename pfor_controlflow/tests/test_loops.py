@@ -2,6 +2,7 @@
 loop variables that become stacked, maximum_iterations, XLA, all without fallback."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
@@ -198,3 +199,45 @@ def test_tensor_array_written_in_a_loop_with_per_iteration_trip_counts(n, graph)
         return ta.stack()
 
     testing.assert_matches_loop(body, n, graph=graph)
+
+
+@given(n=st.integers(0, 4), graph=st.booleans())
+@settings(max_examples=10)
+def test_nested_loops_with_per_iteration_trip_counts(n, graph):
+    """An inner loop (its own per-iteration trip count) inside an outer one."""
+    x = _data([max(n, 1), 2])
+    outer_trips, inner_trips = tf.constant([2, 0, 3, 1]), tf.constant([1, 3, 0, 2])
+
+    def body(i):
+        xi = tf.gather(x, i)
+
+        def outer_step(t, h):
+            _, h = tf.while_loop(lambda s, h: s < tf.gather(inner_trips, i % 4),
+                                 lambda s, h: (s + 1, h * 0.5 + xi), (0, h))
+            return t + 1, h + 1.0
+
+        return tf.while_loop(lambda t, h: t < tf.gather(outer_trips, i % 4), outer_step,
+                             (0, xi))
+
+    testing.assert_matches_loop(body, n, graph=graph)
+
+
+def test_list_of_an_outer_loop_in_an_inner_loop_is_a_clear_error():
+    x = _data([3, 2])
+    trips = tf.constant([2, 1, 3])
+
+    def body(i):
+        xi = tf.gather(x, i)
+
+        def outer_step(t, ta):
+            _, ta = tf.while_loop(lambda s, ta: s < 1,
+                                  lambda s, ta: (s + 1, ta.write(t, xi)), (0, ta))
+            return t + 1, ta
+
+        ta = tf.TensorArray(tf.float32, size=3, element_shape=[2])
+        return tf.while_loop(lambda t, ta: t < tf.gather(trips, i), outer_step,
+                             (0, ta))[1].stack()
+
+    for mode in ("error", "loop"):  # no fallback can slice a per-iteration list
+        with pytest.raises(pf.ConversionError, match="tensor list"):
+            pf.pfor(body, 3, fallback=mode)

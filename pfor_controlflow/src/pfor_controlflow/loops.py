@@ -23,9 +23,10 @@ import copy
 import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
+from pfor_controlflow import trip_counts
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import function_graph, scratch_graph, with_effects
-from pfor_controlflow import trip_counts
+from pfor_controlflow.list_views import ListView
 from pfor_controlflow.loop_vars import Loop, carried_out, stack_value
 
 
@@ -93,6 +94,9 @@ def convert_while(ctx):
     body = function_graph(ctx.op, ctx.attr("body").name)
     if cond is None or body is None:
         return ctx.decline("the condition or body function is not in the graph")
+    if any(isinstance(v, ListView) for v in ctx.inputs):
+        return ctx.decline("a tensor list of an enclosing loop with per-iteration trip "
+                           "counts enters a nested loop")
     loop = Loop(ctx, cond, body)
     loop.stacked = _find_stacked(loop, loop.stacked)
     parallel = ctx.attr("parallel_iterations") if ctx.has_attr("parallel_iterations") else 10
