@@ -10,8 +10,9 @@ from pfor_core import testing
 
 @given(rank=st.integers(2, 4), channels=st.integers(1, 3), n=st.integers(0, 3),
        stacked=st.tuples(st.booleans(), st.booleans()).filter(any),
-       channels_first=st.booleans(), seed=st.integers(0, 99))
-def test_bias_add(rank, channels, n, stacked, channels_first, seed):
+       channels_first=st.booleans(), mode=st.sampled_from(testing.MODES),
+       seed=st.integers(0, 99))
+def test_bias_add(rank, channels, n, stacked, channels_first, mode, seed):
     if channels_first and rank < 3:
         channels_first = False  # NCHW needs a spatial axis on CPU
     rng = np.random.default_rng(seed)
@@ -30,7 +31,8 @@ def test_bias_add(rank, channels, n, stacked, channels_first, seed):
     def op(v, b):
         return tf.nn.bias_add(v, b, data_format=fmt)
 
-    got = testing.check_op(op, [tf.constant(value), tf.constant(bias)], stacked=list(stacked), n=n)
+    got = testing.check_op(op, [tf.constant(value), tf.constant(bias)], stacked=list(stacked),
+                           n=n, mode=mode)
     want = testing.sequential(testing.loop_fn_for(reference_op, [tf.constant(value), tf.constant(bias)],
                                                   list(stacked)), n)
     if want is not None:

@@ -15,6 +15,12 @@
 - Depthwise convolution is per channel, so the iteration axis simply joins the
   channels: input [b, h, w, n*c], filter [kh, kw, n*c, m] compute every iteration exactly.
 
+Grouped convolutions (Keras' groups=G: input channels G times the filter's) keep their
+groups apart: where one operand is invariant, n joins the channels inside each group
+(layout [G][n][c], so the kernel's G groups each see their n iterations); with both
+stacked the layout is [n][G][c] and the kernel runs n*G groups; the block-diagonal
+filter has n*G blocks.
+
 Only channels-last layouts are handled (CPU has no channels-first kernels); others
 decline. Strides, dilations and padding (also EXPLICIT: batch and channel entries are
 zero, so they stay valid) are untouched. Converters that merge n into channels compute
@@ -61,6 +67,41 @@ def from_channels(ctx, t, c) -> tf.Tensor:
     return _move(split, split.shape.rank - 2, 0)
 
 
+def channels_of(ctx, value):
+    """Per-iteration size of a value's last (channel) axis."""
+    return ctx.dims(value)[-1] if value.is_stacked else shapes.dims(value.tensor)[-1]
+
+
+def groups_of(channels, filter_in):
+    """Feature groups of a convolution: input channels over the filter's input depth."""
+    if isinstance(channels, int) and isinstance(filter_in, int):
+        return channels // filter_in
+    return tf.cast(channels, tf.int32) // tf.cast(filter_in, tf.int32)
+
+
+def join_last(ctx, t, groups) -> tf.Tensor:
+    """Stacked [n, ..., G*c] -> [..., G*n*c]: n joins the last axis inside each of the G
+    groups (for an op whose other operand is invariant, so the kernel's own G groups
+    each take their n iterations)."""
+    d = ctx.dims(t)
+    if isinstance(groups, int) and groups == 1:
+        moved = _move(t, 0, len(d) - 2)
+    else:
+        split = shapes.reshape(t, d[:-1] + [groups, d[-1] // groups])
+        moved = _move(split, 0, len(d) - 1)                      # [..., G, n, c]
+    return shapes.reshape(moved, d[1:-1] + [shapes.product([d[0], d[-1]])])
+
+
+def split_last(ctx, t, groups, c) -> tf.Tensor:
+    """[..., G*n*c] -> stacked [n, ..., G*c]; undoes ``join_last``."""
+    if isinstance(groups, int) and groups == 1:
+        return from_channels(ctx, t, c)
+    d = shapes.dims(t)
+    split = shapes.reshape(t, d[:-1] + [groups, n_of(ctx), c])
+    moved = _move(split, split.shape.rank - 2, 0)                # [n, ..., G, c]
+    return shapes.reshape(moved, [n_of(ctx)] + d[:-1] + [shapes.product([groups, c])])
+
+
 def filter_out(ctx, f) -> tf.Tensor:
     """Stacked filter [n, k..., cin, cout] -> [k..., cin, n*cout] (n-major)."""
     d = ctx.dims(f)
@@ -89,41 +130,55 @@ def unfilter_in(ctx, t, cin) -> tf.Tensor:
     return _move(split, split.shape.rank - 3, 0)
 
 
-def block_diagonal(ctx, f) -> tf.Tensor:
-    """Stacked filter [n, k..., cin, cout] -> [k..., n*cin, n*cout], block j = filter j."""
+def block_diagonal(ctx, f, groups=1) -> tf.Tensor:
+    """Stacked filter [n, k..., cin, G*cout] -> [k..., n*G*cin, n*G*cout], block
+    (j, g) = group g of filter j (G feature groups)."""
     d = ctx.dims(f)
     r = len(d) - 3
-    diag = tf.linalg.diag(_move(f.tensor, 0, r + 2))            # [k..., cin, cout, n, n]
-    perm = list(range(r)) + [r + 2, r, r + 3, r + 1]             # [k..., n, cin, n, cout]
-    n = d[0]
-    return shapes.reshape(tf.transpose(diag, perm),
-                          d[1:r + 1] + [shapes.product([n, d[-2]]), shapes.product([n, d[-1]])])
+    t, blocks, cout = f.tensor, d[0], d[-1]
+    if not (isinstance(groups, int) and groups == 1):
+        cout = d[-1] // groups
+        t = _move(shapes.reshape(t, d[:-1] + [groups, cout]), r + 2, 1)  # [n, G, k..., cin, c]
+        blocks = shapes.product([d[0], groups])
+        t = shapes.reshape(t, [blocks] + d[1:-1] + [cout])
+    diag = tf.linalg.diag(_move(t, 0, r + 2))                   # [k..., cin, cout, B, B]
+    perm = list(range(r)) + [r + 2, r, r + 3, r + 1]             # [k..., B, cin, B, cout]
+    return shapes.reshape(tf.transpose(diag, perm), d[1:r + 1] + [
+        shapes.product([blocks, d[-2]]), shapes.product([blocks, cout])])
 
 
-def diagonal_blocks(ctx, t, cin, cout) -> tf.Tensor:
-    """[k..., n*cin, n*cout] -> [n, k..., cin, cout]: the diagonal blocks."""
+def diagonal_blocks(ctx, t, cin, cout, groups=1) -> tf.Tensor:
+    """[k..., n*G*cin, n*G*cout] -> [n, k..., cin, G*cout]: the diagonal blocks."""
     d = shapes.dims(t)
     n = n_of(ctx)
+    grouped_ = not (isinstance(groups, int) and groups == 1)
+    blocks = shapes.product([n, groups]) if grouped_ else n
     r = len(d) - 2
-    blocks = shapes.reshape(t, d[:r] + [n, cin, n, cout])
-    perm = list(range(r)) + [r + 1, r + 3, r, r + 2]             # [k..., cin, cout, n, n]
-    diag = tf.linalg.diag_part(tf.transpose(blocks, perm))     # [k..., cin, cout, n]
-    return _move(diag, r + 2, 0)
+    split = shapes.reshape(t, d[:r] + [blocks, cin, blocks, cout])
+    perm = list(range(r)) + [r + 1, r + 3, r, r + 2]             # [k..., cin, cout, B, B]
+    diag = tf.linalg.diag_part(tf.transpose(split, perm))      # [k..., cin, cout, B]
+    out = _move(diag, r + 2, 0)                                  # [B, k..., cin, cout]
+    if not grouped_:
+        return out
+    out = _move(shapes.reshape(out, [n, groups] + d[:r] + [cin, cout]), 1, r + 2)
+    return shapes.reshape(out, [n] + d[:r] + [cin, shapes.product([groups, cout])])
 
 
-def scale_entries(ctx, sizes, entries) -> tf.Tensor:
-    """An invariant shape vector with each entry in ``entries`` multiplied by n."""
+def scale_entries(ctx, sizes, entries, factors=None) -> tf.Tensor:
+    """An invariant shape vector with each entry in ``entries`` multiplied by n, and by
+    the matching entry of ``factors`` (ints or scalar tensors) if given."""
+    factors = [1] * len(entries) if factors is None else factors
     static = tf.get_static_value(sizes)
-    if static is not None and ctx.n_static is not None:
+    if (static is not None and ctx.n_static is not None
+            and all(isinstance(f, int) for f in factors)):
         out = [int(v) for v in static]
-        for k in entries:
-            out[k] *= ctx.n_static
+        for k, f in zip(entries, factors):
+            out[k] *= ctx.n_static * f
         return tf.constant(out, sizes.dtype)
     n = tf.cast(ctx.n, sizes.dtype)
     rank = sizes.shape[0]
-    factors = [n if k in [e % rank for e in entries] else tf.constant(1, sizes.dtype)
-               for k in range(rank)]
-    return sizes * tf.stack(factors)
+    scale = {e % rank: n * tf.cast(f, sizes.dtype) for e, f in zip(entries, factors)}
+    return sizes * tf.stack([scale.get(k, tf.constant(1, sizes.dtype)) for k in range(rank)])
 
 
 def nonempty(ctx, compute):
@@ -201,14 +256,16 @@ def convert_conv_stacked_filter(ctx):
         return ctx.decline("only channels-last convolutions are converted")
     x, f = ctx.inputs
     cout = ctx.output_shapes[0].as_list()[-1] or ctx.dims(f)[-1]
+    groups = groups_of(channels_of(ctx, x), ctx.dims(f)[-2])
 
     def compute():
         if not x.is_stacked:
-            out = ctx.emit(x.tensor, filter_out(ctx, f))[0]
-        elif grouped(ctx):
+            out = ctx.emit(x.tensor, join_last(ctx, f.tensor, groups))[0]
+            return split_last(ctx, out, groups, cout // groups)
+        if grouped(ctx):
             out = ctx.emit(to_channels(ctx, x), filter_out(ctx, f))[0]
         else:
-            out = ctx.emit(to_channels(ctx, x), block_diagonal(ctx, f))[0]
+            out = ctx.emit(to_channels(ctx, x), block_diagonal(ctx, f, groups))[0]
         return from_channels(ctx, out, cout)
 
     return Stacked(tensor=nonempty(ctx, compute))

@@ -15,13 +15,18 @@ grouped kernel with n groups gives exactly the n per-iteration gradients in one 
 otherwise (3-D, EXPLICIT padding) the full [n*cin, n*cout] cross gradient is computed
 and its diagonal blocks kept.
 Depthwise kernels are per channel: n joins the channels of every operand.
+Grouped convolutions (input channels G times the filter's depth) use conv.py's group
+layouts: [G][n][c] beside an invariant operand, [n][G][c] with both stacked, n*G blocks
+for the block-diagonal filter.
 """
 
 from __future__ import annotations
 
 import functools
 
-from pfor_core import Stacked, shapes
+import tensorflow as tf
+
+from pfor_core import Stacked
 
 from pfor_converters_nn import conv
 
@@ -46,21 +51,36 @@ def convert_backprop_input_folded(ctx):
         conv.scale_entries(ctx, sizes.tensor, [0]), f.tensor, conv.fold(ctx, 2))[0], 2))
 
 
+def size_entry(ctx, sizes, k):
+    """Entry k of an invariant sizes vector (= dim k of the op's output): an int where
+    static, else a scalar tensor."""
+    shape = ctx.output_shapes[0]
+    if shape.rank is not None and shape[k] is not None:
+        return shape[k]
+    value = tf.get_static_value(sizes)
+    return int(value[k]) if value is not None else sizes[k]
+
+
 @_checked
 def convert_backprop_input_stacked_filter(ctx):
     sizes, f, dy = ctx.inputs
-    cin = ctx.output_shapes[0].as_list()[-1] or ctx.dims(f)[-2]
+    cin = size_entry(ctx, sizes.tensor, -1)
     wide_sizes = conv.scale_entries(ctx, sizes.tensor, [-1])
+    depthwise = ctx.op_type == "DepthwiseConv2dNativeBackpropInput"
+    groups = 1 if depthwise else conv.groups_of(cin, ctx.dims(f)[-2])
 
     def compute():
-        if ctx.op_type == "DepthwiseConv2dNativeBackpropInput":
+        if depthwise:
             out = ctx.emit(wide_sizes, conv.filter_in(ctx, f), conv.to_channels(ctx, dy))[0]
         elif not dy.is_stacked:
+            # Input channels come out [G][n][cin / G]: n sits inside each group.
             out = ctx.emit(wide_sizes, conv.filter_in(ctx, f), dy.tensor)[0]
+            return conv.split_last(ctx, out, groups, cin // groups)
         elif conv.grouped(ctx):
             out = ctx.emit(wide_sizes, conv.filter_out(ctx, f), conv.to_channels(ctx, dy))[0]
         else:
-            out = ctx.emit(wide_sizes, conv.block_diagonal(ctx, f), conv.to_channels(ctx, dy))[0]
+            out = ctx.emit(wide_sizes, conv.block_diagonal(ctx, f, groups),
+                           conv.to_channels(ctx, dy))[0]
         return conv.from_channels(ctx, out, cin)
 
     return Stacked(tensor=conv.nonempty(ctx, compute))
@@ -69,25 +89,32 @@ def convert_backprop_input_stacked_filter(ctx):
 @_checked
 def convert_backprop_filter(ctx):
     x, sizes, dy = ctx.inputs
-    cin = shapes.dims(x.tensor)[-1]
-    cout = shapes.dims(dy.tensor)[-1]
-    op = ctx.op_type
+    cin = size_entry(ctx, sizes.tensor, -2)
+    cout = conv.channels_of(ctx, dy)
+    depthwise = ctx.op_type == "DepthwiseConv2dNativeBackpropFilter"
+    groups = 1 if depthwise else conv.groups_of(conv.channels_of(ctx, x), cin)
 
     def compute():
-        if op == "DepthwiseConv2dNativeBackpropFilter" or not dy.is_stacked:
+        if depthwise:
             wide = conv.scale_entries(ctx, sizes.tensor, [-2])
-            depthwise = op == "DepthwiseConv2dNativeBackpropFilter"
-            wide_dy = conv.to_channels(ctx, dy) if depthwise else dy.tensor
-            out = ctx.emit(conv.to_channels(ctx, x), wide, wide_dy)[0]
+            out = ctx.emit(conv.to_channels(ctx, x), wide, conv.to_channels(ctx, dy))[0]
             return conv.unfilter_in(ctx, out, cin)
-        if not x.is_stacked or conv.grouped(ctx):
+        if not dy.is_stacked:
+            wide = conv.scale_entries(ctx, sizes.tensor, [-2])
+            out = ctx.emit(conv.join_last(ctx, x.tensor, groups), wide, dy.tensor)[0]
+            return conv.unfilter_in(ctx, out, cin)
+        if not x.is_stacked:
             wide = conv.scale_entries(ctx, sizes.tensor, [-1])
-            wide_x = conv.to_channels(ctx, x) if x.is_stacked else x.tensor
-            out = ctx.emit(wide_x, wide, conv.to_channels(ctx, dy))[0]
+            out = ctx.emit(x.tensor, wide, conv.join_last(ctx, dy.tensor, groups))[0]
+            return conv.split_last(ctx, out, groups, cout // groups)
+        if conv.grouped(ctx):
+            wide = conv.scale_entries(ctx, sizes.tensor, [-1])
+            out = ctx.emit(conv.to_channels(ctx, x), wide, conv.to_channels(ctx, dy))[0]
             return conv.unfilter_out(ctx, out, cout)
-        wide = conv.scale_entries(ctx, sizes.tensor, [-2, -1])
+        # The full cross gradient of the n*G (iteration, group) blocks; keep its diagonal.
+        wide = conv.scale_entries(ctx, sizes.tensor, [-2, -1], factors=[groups, 1])
         out = ctx.emit(conv.to_channels(ctx, x), wide, conv.to_channels(ctx, dy))[0]
-        return conv.diagonal_blocks(ctx, out, cin, cout)
+        return conv.diagonal_blocks(ctx, out, cin, cout // groups, groups)
 
     return Stacked(tensor=conv.nonempty(ctx, compute))
 

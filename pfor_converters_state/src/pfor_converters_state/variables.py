@@ -98,7 +98,10 @@ def convert_overwrite(ctx):
             "iterations. pfor runs the iterations in lock-step (SIMD), so there is no "
             "'last iteration wins' order to reproduce. Return the values from the loop "
             "body and assign after pfor (e.g. var.assign(result[-1])), or accumulate "
-            "with assign_add / scatter_add, which pfor vectorizes.")
+            "with assign_add / scatter_add, which pfor vectorizes. For a Keras layer "
+            "in training mode (e.g. BatchNormalization's moving statistics), call "
+            "layer.stateless_call(trainable, non_trainable, x, training=True) in the "
+            "body and assign the statistics it returns after pfor.")
     ctx.emit(*(v.tensor for v in ctx.inputs))
     return []
 
