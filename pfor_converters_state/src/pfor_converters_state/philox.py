@@ -5,9 +5,9 @@ stream of 32-bit words: word ``w`` is lane ``w % 4`` of Philox(counter + w // 4,
 with a 128-bit counter; an element takes 1 word (32-bit types) or 2 (64-bit types) in
 order. Rebuilding that stream with elementwise integer ops batched over rows gives every
 iteration exactly the draw it would make alone, loop-free. 32-bit words are held in
-uint64 tensors so that a 32x32-bit product is exact. Only the bit-exact distributions
-are built here (uniform floats, uniform and full-range integers); normals use libm
-``log``/``sin`` inside the kernel, which TensorFlow's own ops need not match bit for bit.
+uint64 tensors so that a 32x32-bit product is exact. The bit-exact distributions
+are built here (uniform floats, uniform and full-range integers); normals, whose kernel
+calls libm ``log``/``sincos``, are in ``normal``.
 """
 
 from __future__ import annotations
@@ -61,19 +61,27 @@ def key_counter_from_seed(seed: tf.Tensor):
     return key, counter
 
 
-def words(key: tf.Tensor, counter: tf.Tensor, count) -> tf.Tensor:
-    """The first ``count`` 32-bit words of each row's stream, as uint64 [n, count].
+def blocks(key: tf.Tensor, counter: tf.Tensor, offsets: tf.Tensor) -> tf.Tensor:
+    """Philox blocks at ``counter + offsets`` (offsets uint64 of any shape ``s``, the
+    same for every row), as uint64 words [n, *s, 4].
 
     ``key`` [n, 1] and ``counter`` [n, 2] are uint64 as the V2 kernels take them."""
-    count = tf.cast(count, tf.int64)
-    groups = tf.cast(tf.range((count + 3) // 4), tf.uint64)[None, :]
-    low, high = counter[:, :1], counter[:, 1:2]
-    low_g = low + groups  # 128-bit counter + group: carry into the high half
+    rank = offsets.shape.rank
+    offsets = offsets[None]
+    trailing = (slice(None),) + (None,) * rank  # a row's value against all offsets
+    low, high = counter[:, 0][trailing], counter[:, 1][trailing]
+    low_g = low + offsets  # 128-bit counter + offset: carry into the high half
     high_g = high + tf.cast(tf.less(low_g, low), tf.uint64)
     c0, c1 = _split(low_g)
     c2, c3 = _split(high_g)
-    k0, k1 = _split(key)
-    out = tf.stack(block((c0, c1, c2, c3), (k0, k1)), 2)  # [n, groups, 4]
+    k0, k1 = _split(key[:, 0][trailing])
+    return tf.stack(block((c0, c1, c2, c3), (k0, k1)), rank + 1)
+
+
+def words(key: tf.Tensor, counter: tf.Tensor, count) -> tf.Tensor:
+    """The first ``count`` 32-bit words of each row's stream, as uint64 [n, count]."""
+    count = tf.cast(count, tf.int64)
+    out = blocks(key, counter, tf.cast(tf.range((count + 3) // 4), tf.uint64))
     n = tf.shape(out, out_type=tf.int64)[0]
     return tf.reshape(out, tf.stack([n, 4 * tf.shape(out, out_type=tf.int64)[1]]))[:, :count]
 
@@ -94,7 +102,11 @@ def uniform(w: tf.Tensor, dtype) -> tf.Tensor:
     if dtype == tf.float32:
         bits = tf.bitwise.bitwise_or(tf.bitwise.bitwise_and(w, _u64(0x7FFFFF)), _u64(127 << 23))
         return tf.bitcast(tf.cast(bits, tf.uint32), tf.float32) - 1.0
-    x0, x1 = _pairs(w)
+    return uniform_double(*_pairs(w))
+
+
+def uniform_double(x0: tf.Tensor, x1: tf.Tensor) -> tf.Tensor:
+    """A double in [0, 1) from two words: 20 mantissa bits from ``x0``, 32 from ``x1``."""
     mantissa = _join(x1, tf.bitwise.bitwise_and(x0, _u64(0xFFFFF)))
     bits = tf.bitwise.bitwise_or(mantissa, _u64(1023 << 52))
     return tf.bitcast(bits, tf.float64) - 1.0

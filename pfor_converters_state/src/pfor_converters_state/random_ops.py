@@ -25,9 +25,11 @@ means the same draw in every iteration (the walk re-emits those). Two exceptions
   kernel's bit stream with integer ops batched over keys: exact and loop-free for
   uniform floats (float32/64), uniform integers (int32/64, bounds stacked or not) and
   full-range integers; ``StatelessRandomGetKeyCounter`` on stacked seeds likewise.
-  Normal and truncated normal draws (libm transcendental functions, rejection
-  sampling) and half-precision floats decline: the fallback loop draws them exactly
-  (``fallback="error"`` raises for them), as do gamma, poisson, binomial,
+  ``normal`` builds normal and truncated normal draws (half, bfloat16, float32/64) on
+  that stream, within a few ulps of the kernel (its libm ``logf``/``sincosf`` are not
+  TensorFlow's ops; see ``normal`` for the tolerance: relative 2e-6 for float32, 1e-13
+  for float64). Half-precision uniform floats decline: the fallback loop draws them
+  exactly (``fallback="error"`` raises for them), as do gamma, poisson, binomial,
   parametrized truncated normal and multinomial draws. The rebuilt stream is the CPU/GPU kernels';
   under XLA (``jit_compile``) TensorFlow's own Philox lowering may differ from it.
 """
@@ -39,7 +41,7 @@ import tensorflow as tf
 from pfor_core import Invariant, Stacked, shapes
 from pfor_core.errors import ConversionError
 
-from pfor_converters_state import philox
+from pfor_converters_state import normal, philox
 
 # Stateful ops whose only random-shape input is input 0 and whose other inputs (if any)
 # are scalar parameters that must be invariant.
@@ -61,6 +63,10 @@ _SEED_INPUTS = {**{t: (1, 2, 3) for t in _STATELESS_V2}, **{t: (1,) for t in _ST
                 "StatelessMultinomial": (2,)}
 _PHILOX = (1, 3)  # RNG_ALG_PHILOX, RNG_ALG_AUTO_SELECT (Philox on CPU and GPU)
 _WRITES = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp")
+# Normal draws rebuilt by ``normal`` (not the parametrized truncated normal), and types.
+_NORMALS = {"StatelessRandomNormalV2": "normal", "StatelessRandomNormal": "normal",
+            "StatelessTruncatedNormalV2": "truncated", "StatelessTruncatedNormal": "truncated"}
+_NORMAL_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 
 
 def _mode(ctx) -> str:
@@ -175,8 +181,8 @@ def convert_rng_read_and_skip(ctx):
 
 def convert_stateless(ctx):
     """Stateless random ops: invariant and deterministic unless seeded from state the
-    body advances; per-iteration seeds draw exactly through ``philox`` where its bits
-    are exact (else decline)."""
+    body advances; per-iteration seeds draw each iteration's own values through
+    ``philox`` (bit-exact) or ``normal`` (within its tolerance), else decline."""
     seeds = _SEED_INPUTS[ctx.op_type]
     if ctx.inputs[0].is_stacked:
         return ctx.decline("a per-iteration shape")
@@ -208,7 +214,8 @@ def convert_get_key_counter(ctx):
 
 
 def _exact_draw(ctx):
-    """Each iteration's own Philox stream (key/counter, or scrambled seed, per row)."""
+    """Each iteration's own Philox stream (key/counter, or scrambled seed, per row),
+    turned into the op's distribution."""
     op_type, dtype = ctx.op_type, ctx.attr("dtype")
     if "FullInt" in op_type and dtype in (tf.int32, tf.int64, tf.uint32, tf.uint64):
         kind = "full_int"
@@ -216,6 +223,8 @@ def _exact_draw(ctx):
         kind = "uniform_int"
     elif "Uniform" in op_type and "Int" not in op_type and dtype in (tf.float32, tf.float64):
         kind = "uniform"
+    elif op_type in _NORMALS and dtype in _NORMAL_DTYPES:
+        kind = _NORMALS[op_type]
     else:
         return ctx.decline(f"per-iteration seeds: no bit-exact batched {op_type} of "
                            f"{dtype.name} (falls back to a loop)")
@@ -236,6 +245,9 @@ def _exact_draw(ctx):
         bounds = ctx.inputs[2:]
     shape = ctx.inputs[0].tensor
     size = tf.reduce_prod(tf.cast(shape, tf.int64))
+    if kind in ("normal", "truncated"):
+        draw = normal.normal if kind == "normal" else normal.truncated_normal
+        return _reshaped(ctx, draw(key, counter, size, dtype), shape)
     words = philox.words(key, counter, size * philox.words_per_element(dtype))
     if kind == "full_int":
         flat = philox.full_int(words, dtype)
@@ -244,6 +256,11 @@ def _exact_draw(ctx):
         flat = philox.uniform_int(words, dtype, lo, hi)
     else:
         flat = philox.uniform(words, dtype)
+    return _reshaped(ctx, flat, shape)
+
+
+def _reshaped(ctx, flat: tf.Tensor, shape: tf.Tensor) -> Stacked:
+    """Rows of ``flat`` [n, size] as the stacked draw ``[n] + shape``."""
     n = ctx.n_static if ctx.n_static is not None else ctx.n
     out = tf.reshape(flat, tf.concat([tf.reshape(tf.cast(n, shape.dtype), [1]), shape], 0))
     out.set_shape(tf.TensorShape([ctx.n_static]).concatenate(ctx.output_shapes[0]))
