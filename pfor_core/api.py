@@ -20,7 +20,16 @@ from pfor_core.walk import Conversion, Options
 
 def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
          randomness="different"):
-    """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized; see API.md."""
+    """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized; see API.md.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> pf.pfor(lambda i: tf.gather(x, i) ** 2, 3, fallback="error").numpy()
+    array([[ 1.,  4.],
+           [ 9., 16.],
+           [25., 36.]], dtype=float32)
+    """
     options = checks.options(fallback=fallback, randomness=randomness,
                              parallel_iterations=parallel_iterations)
     checks.loop_fn(loop_fn)
@@ -122,7 +131,14 @@ def _concat_chunks(array, chunks, original):
 
 
 def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None):
-    """Like ``tf.vectorized_map``: ``fn`` gets one row of every tensor in ``elems``."""
+    """Like ``tf.vectorized_map``: ``fn`` gets one row of every tensor in ``elems``.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> pf.vectorized_map(tf.reduce_max, x, fallback="error").numpy()
+    array([2., 4., 6.], dtype=float32)
+    """
     checks.callable_arg(fn, "fn")
     flat, n = checks.elems(elems)
     fn = autograph.convert_user_fn(fn, autograph.caller_status())
@@ -134,7 +150,15 @@ def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None):
 
 
 def map_fn(fn, elems, *, fn_output_signature=None, fallback="warn"):
-    """A vectorized drop-in for the common uses of ``tf.map_fn``."""
+    """A vectorized drop-in for the common uses of ``tf.map_fn``.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> pf.map_fn(lambda row: row[0] + row[1], x, fn_output_signature=tf.float32,
+    ...           fallback="error").numpy()
+    array([ 3.,  7., 11.], dtype=float32)
+    """
     checks.callable_arg(fn, "fn")
     flat, n = checks.elems(elems)
     fn = autograph.convert_user_fn(fn, autograph.caller_status())

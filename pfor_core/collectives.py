@@ -45,27 +45,71 @@ def _collective(x, kind: str, name: str):
 
 
 def all_sum(x):
-    """The sum of ``x`` over all iterations, the same in every iteration."""
+    """The sum of ``x`` over all iterations, the same in every iteration.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> pf.pfor(lambda i: pf.all_sum(tf.gather(x, i)), 3, fallback="error").numpy()
+    array([[ 9., 12.],
+           [ 9., 12.],
+           [ 9., 12.]], dtype=float32)
+    """
     return _collective(x, "sum", "all_sum")
 
 
 def all_mean(x):
-    """The mean of ``x`` over all iterations."""
+    """The mean of ``x`` over all iterations.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> pf.pfor(lambda i: pf.all_mean(tf.gather(x, i)), 3, fallback="error").numpy()
+    array([[3., 4.],
+           [3., 4.],
+           [3., 4.]], dtype=float32)
+    """
     return _collective(x, "mean", "all_mean")
 
 
 def all_max(x):
-    """The elementwise maximum of ``x`` over all iterations."""
+    """The elementwise maximum of ``x`` over all iterations.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> pf.pfor(lambda i: pf.all_max(tf.gather(x, i)), 3, fallback="error").numpy()
+    array([[5., 6.],
+           [5., 6.],
+           [5., 6.]], dtype=float32)
+    """
     return _collective(x, "max", "all_max")
 
 
 def all_min(x):
-    """The elementwise minimum of ``x`` over all iterations."""
+    """The elementwise minimum of ``x`` over all iterations.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> pf.pfor(lambda i: pf.all_min(tf.gather(x, i)), 3, fallback="error").numpy()
+    array([[1., 2.],
+           [1., 2.],
+           [1., 2.]], dtype=float32)
+    """
     return _collective(x, "min", "all_min")
 
 
 def all_gather(x):
-    """Every iteration's ``x``, stacked: shape ``[iters] + x.shape``."""
+    """Every iteration's ``x``, stacked: shape ``[iters] + x.shape``.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> pf.pfor(lambda i: pf.all_gather(i * 10), 3, fallback="error").numpy()
+    array([[ 0, 10, 20],
+           [ 0, 10, 20],
+           [ 0, 10, 20]], dtype=int32)
+    """
     return _collective(x, "gather", "all_gather")
 
 

@@ -10,7 +10,15 @@ from pfor_core import api, autograph, checks
 
 def map_batched(fn, batch_size, *, drop_remainder=False, fallback="warn"):
     """A ``tf.data`` transformation: the same elements as
-    ``dataset.map(fn).batch(batch_size, drop_remainder)``, with ``fn`` vectorized."""
+    ``dataset.map(fn).batch(batch_size, drop_remainder)``, with ``fn`` vectorized.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> ds = tf.data.Dataset.range(5).apply(
+    ...     pf.data.map_batched(lambda t: t * t, 2, fallback="error"))
+    >>> [batch.numpy().tolist() for batch in ds]
+    [[0, 1], [4, 9], [16]]
+    """
     checks.callable_arg(fn, "fn")
     if not checks.is_int(batch_size) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} must be a positive Python int.")

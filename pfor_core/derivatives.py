@@ -81,7 +81,19 @@ def _options(fallback, parallel_iterations):
 def tape_jacobian(tape, target, sources, *, fallback="warn", parallel_iterations=None):
     """Drop-in for ``GradientTape.jacobian``: shape ``target.shape + source.shape``,
     nested like ``target`` then like ``sources``. The tape must be persistent when it is
-    used more than once."""
+    used more than once.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> v = tf.constant([1., 2., 3.])
+    >>> with tf.GradientTape() as tape:
+    ...     tape.watch(v)
+    ...     y = v * v
+    >>> pf.tape_jacobian(tape, y, v, fallback="error").numpy()
+    array([[2., 0., 0.],
+           [0., 4., 0.],
+           [0., 0., 6.]], dtype=float32)
+    """
     options = _options(fallback, parallel_iterations)
     _check_sources(sources, "sources")
     return _in_graph(lambda: _jacobian_in_graph(tape, target, sources, options))
@@ -89,7 +101,17 @@ def tape_jacobian(tape, target, sources, *, fallback="warn", parallel_iterations
 
 def tape_batch_jacobian(tape, target, source, *, fallback="warn", parallel_iterations=None):
     """Drop-in for ``GradientTape.batch_jacobian``: ``target[b]`` depends only on
-    ``source[b]``; shape ``[B] + target.shape[1:] + source.shape[1:]``."""
+    ``source[b]``; shape ``[B] + target.shape[1:] + source.shape[1:]``.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> with tf.GradientTape() as tape:
+    ...     tape.watch(x)
+    ...     y = x * tf.reduce_sum(x, axis=1, keepdims=True)
+    >>> pf.tape_batch_jacobian(tape, y, x, fallback="error").shape
+    TensorShape([3, 2, 2])
+    """
     options = _options(fallback, parallel_iterations)
     _check_sources(source, "source")
     return _in_graph(lambda: _batch_jacobian_in_graph(tape, target, source, options))
@@ -132,19 +154,47 @@ def _of_function(f, x, fallback, parallel_iterations, finish):
 
 
 def jacobian(f, x, *, fallback="warn", parallel_iterations=None):
-    """The jacobian of ``f`` at ``x``: shape ``f(x).shape + x.shape`` (nested)."""
+    """The jacobian of ``f`` at ``x``: shape ``f(x).shape + x.shape`` (nested).
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> pf.jacobian(lambda v: v ** 2, tf.constant([1., 2., 3.]), fallback="error").numpy()
+    array([[2., 0., 0.],
+           [0., 4., 0.],
+           [0., 0., 6.]], dtype=float32)
+    """
     return _of_function(f, x, fallback, parallel_iterations, _jacobian_in_graph)
 
 
 def batch_jacobian(f, x, *, fallback="warn", parallel_iterations=None):
     """For ``f`` whose output row b depends only on input row b:
-    shape ``[B] + y.shape[1:] + x.shape[1:]``."""
+    shape ``[B] + y.shape[1:] + x.shape[1:]``.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> squares = lambda v: tf.reduce_sum(v ** 2, axis=1, keepdims=True)
+    >>> pf.batch_jacobian(squares, x, fallback="error").numpy()
+    array([[[ 2.,  4.]],
+    <BLANKLINE>
+           [[ 6.,  8.]],
+    <BLANKLINE>
+           [[10., 12.]]], dtype=float32)
+    """
     return _of_function(f, x, fallback, parallel_iterations, _batch_jacobian_in_graph)
 
 
 def hessian(f, x, *, fallback="warn", parallel_iterations=None):
     """Second derivatives: shape ``f(x).shape + x.shape + x.shape``; ``f`` may return a
-    non-scalar (a jacobian of a jacobian)."""
+    non-scalar (a jacobian of a jacobian).
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> pf.hessian(lambda v: tf.reduce_sum(v ** 3), tf.constant([1., 2.]),
+    ...            fallback="error").numpy()
+    array([[ 6.,  0.],
+           [ 0., 12.]], dtype=float32)
+    """
     checks.callable_arg(f, "f")
     _check_sources(x, "x")
     if len(tf.nest.flatten(x)) != 1:
@@ -170,6 +220,17 @@ def per_example_gradients(loss_fn, variables, *batch, keepdims=False, fallback="
 
     ``loss_fn(*example)`` gets each ``batch`` tensor sliced to one row (with
     ``keepdims=True`` the row keeps a leading dimension of 1, as Keras models expect).
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> w = tf.Variable([1., 1.])
+    >>> loss = lambda row: tf.reduce_sum(w * row) ** 2 / 2
+    >>> (grads,) = pf.per_example_gradients(loss, [w], x, fallback="error")
+    >>> grads.numpy()
+    array([[ 3.,  6.],
+           [21., 28.],
+           [55., 66.]], dtype=float32)
     """
     checks.callable_arg(loss_fn, "loss_fn")
     if not batch:

@@ -6,11 +6,20 @@ class ConversionError(ValueError):
 
     The message names the op (type and name), the layouts of its inputs, the user's
     source line that created it where TensorFlow recorded one, and what to do.
+
+    >>> import pfor_core as pf
+    >>> issubclass(pf.ConversionError, ValueError)
+    True
     """
 
 
 class FallbackWarning(UserWarning):
-    """An op ran in a sequential loop over the iterations instead of vectorized."""
+    """An op ran in a sequential loop over the iterations instead of vectorized.
+
+    >>> import pfor_core as pf
+    >>> issubclass(pf.FallbackWarning, UserWarning)
+    True
+    """
 
 
 FALLBACK_PREFIX = "pfor fallback:"  # stable text; tests assert it is absent

@@ -18,7 +18,14 @@ import tensorflow as tf
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Invariant:
-    """The same value in every iteration."""
+    """The same value in every iteration.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> value = pf.Invariant(tensor=tf.zeros([2]))
+    >>> value.is_stacked, value.shape
+    (False, TensorShape([2]))
+    """
 
     tensor: tf.Tensor
 
@@ -37,7 +44,14 @@ class Invariant:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Stacked:
-    """One value per iteration, stacked along a new axis 0."""
+    """One value per iteration, stacked along a new axis 0.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> value = pf.Stacked(tensor=tf.zeros([3, 2]))
+    >>> value.is_stacked, value.shape
+    (True, TensorShape([2]))
+    """
 
     tensor: tf.Tensor
 

@@ -112,7 +112,14 @@ _DEFAULT: list[Registry] = []  # the process-wide registry, created on first use
 
 
 def default_registry() -> Registry:
-    """The registry every ``pfor`` call uses; packs are loaded on first use."""
+    """The registry every ``pfor`` call uses; packs are loaded on first use.
+
+    >>> import pfor_core as pf
+    >>> "MatMul" in pf.default_registry().op_types()
+    True
+    >>> "pfor-converters-math" in [pack.name for pack in pf.default_registry().packs]
+    True
+    """
     if not _DEFAULT:
         registry = Registry()
         registry.packs = load_packs(registry)
@@ -132,6 +139,18 @@ def register_converter(op_type, *, inputs: str | None = None, priority: int = 0)
     ``op_type`` is a TensorFlow op-type string (or a list of them); ``inputs`` an
     invariance pattern such as ``"SU"``. Among converters of equal priority and
     specificity the latest registration is tried first.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> @pf.register_converter("Sinh", inputs="S", priority=10)
+    ... def convert_sinh(ctx):
+    ...     return pf.Stacked(tensor=tf.sinh(ctx.inputs[0].tensor))
+    >>> body = lambda i: tf.sinh(tf.cast(i, tf.float32))
+    >>> pf.pfor(body, 2, fallback="error").numpy().round(3)
+    array([0.   , 1.175], dtype=float32)
+    >>> [row.converter for row in pf.explain(body, 2).rows if row.op_type == "Sinh"]
+    ['convert_sinh']
+    >>> pf.default_registry().remove("Sinh", convert_sinh)
     """
     def decorate(fn):
         default_registry().add(op_type, fn, inputs=inputs, priority=priority)
@@ -145,6 +164,16 @@ def register_batch_polymorphic(op_type, *, batched_inputs=None, priority: int = 
 
     Returns the converter it registered, so that it can be removed again with
     ``pf.default_registry().remove(op_type, converter)``.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> converter = pf.register_batch_polymorphic("Softplus", priority=10)
+    >>> body = lambda i: tf.nn.softplus(tf.cast(i, tf.float32))
+    >>> pf.pfor(body, 2, fallback="error").numpy().round(3)
+    array([0.693, 1.313], dtype=float32)
+    >>> [row.pack for row in pf.explain(body, 2).rows if row.op_type == "Softplus"]
+    ['<in-process>']
+    >>> pf.default_registry().remove("Softplus", converter)
     """
     from pfor_core.patterns import batch_polymorphic
 

@@ -98,5 +98,14 @@ class _Vmapped:
 
 
 def vmap(fn, in_axes=0, out_axes=0, *, fallback="warn", chunk_size=None):
-    """Return ``fn`` vectorized over axis ``in_axes`` of its arguments; see API.md."""
+    """Return ``fn`` vectorized over axis ``in_axes`` of its arguments; see API.md.
+
+    >>> import tensorflow as tf
+    >>> import pfor_core as pf
+    >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
+    >>> dot = pf.vmap(lambda a, b: tf.tensordot(a, b, 1), in_axes=(0, None),
+    ...               fallback="error")
+    >>> dot(x, tf.constant([1., -1.])).numpy()
+    array([-1., -1., -1.], dtype=float32)
+    """
     return _Vmapped(fn, in_axes, out_axes, fallback, chunk_size)
