@@ -2,4 +2,4 @@
 einsum, batch-polymorphic linear algebra, shape, slicing, joining, sorting, segment and
 scatter ops."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
