@@ -2,8 +2,14 @@
 documented (no Sphinx needed; the HTML build is `sphinx-build -W -b html docs docs/_build`)."""
 
 import inspect
+import os
 import pathlib
 import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
 
 import pfor_core
 from pfor_core import hookspecs
@@ -42,3 +48,73 @@ def test_docs_toctree_lists_every_page():
     assert pages
     missing = [p for p in pages if not re.search(rf"^\s+{p}\s*$", index, re.MULTILINE)]
     assert not missing, f"pages missing from the toctree in docs/index.rst: {missing}"
+
+
+# Every ``.. code-block:: python`` of docs/*.rst runs: the blocks of one page in order,
+# in one fresh namespace per page. A block whose first line is ``# doc: no-run`` is
+# skipped (a file of a hypothetical pack, say). All pages run in one subprocess, so what
+# the examples register in-process (pf.register_converter) stays out of this process.
+RUN_PAGES = textwrap.dedent("""
+    import runpy, sys, traceback
+    failed = []
+    for path in sys.argv[1:]:
+        try:
+            runpy.run_path(path, run_name="__docs__")
+        except Exception:
+            failed.append(path)
+            traceback.print_exc()
+    print("FAILED:", failed)
+    sys.exit(1 if failed else 0)
+""")
+
+
+def python_blocks(text: str) -> list[str]:
+    """The python code blocks of an .rst page, dedented, in order."""
+    blocks = []
+    lines = text.splitlines()
+    for k, line in enumerate(lines):
+        if line.strip() != ".. code-block:: python":
+            continue
+        body = []
+        for follow in lines[k + 1:]:
+            if follow.strip() and not follow.startswith((" ", "\t")):
+                break
+            body.append(follow)
+        while body and body[0].strip().startswith(":"):  # the directive's options
+            body.pop(0)
+        code = textwrap.dedent("\n".join(body))
+        if not code.lstrip().startswith("# doc: no-run"):
+            blocks.append(code)
+    return blocks
+
+
+def test_python_blocks_are_found():
+    blocks = python_blocks((DOCS / "quickstart.rst").read_text(encoding="utf-8"))
+    assert blocks and all(b.strip() for b in blocks)
+
+
+def test_every_python_example_in_the_docs_runs(tmp_path):
+    # One real .py file per page: autograph reads the source of the functions it converts.
+    pages = []
+    for path in sorted(DOCS.glob("*.rst")):
+        blocks = python_blocks(path.read_text(encoding="utf-8"))
+        if blocks:
+            script = tmp_path / f"{path.stem}.py"
+            script.write_text("\n\n".join(blocks), encoding="utf-8")
+            pages.append(str(script))
+    assert pages, "no python code blocks in docs/"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    run = subprocess.run([sys.executable, "-c", RUN_PAGES, *pages], capture_output=True,
+                         text=True, env=env, cwd=DOCS.parent)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+
+
+def test_html_build_has_no_warnings(tmp_path):
+    # A full build takes a few seconds; -W turns every warning into a failure.
+    pytest.importorskip("sphinx")
+    run = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-W", "-b", "html",
+                          "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")],
+                         capture_output=True, text=True,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert (tmp_path / "html" / "index.html").exists()

@@ -1,0 +1,1 @@
+"""An example third-party pfor converter pack (see docs/extending.rst)."""

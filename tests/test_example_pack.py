@@ -1,0 +1,68 @@
+"""The example third-party pack (examples/pfor_converters_example) works as a published
+pack: installed into a temporary directory (never into the shared venv), pfor finds it
+through its entry point, lists it and its op, vectorizes with it, and its own tests pass."""
+
+import os
+import shutil
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+
+import pfor_core as pf
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACK = ROOT / "examples" / "pfor_converters_example"
+
+CHECK = textwrap.dedent("""
+    import subprocess, sys
+    import tensorflow as tf
+    import pfor_core as pf
+    pfor_cli = [sys.executable, "-c", "import sys; from pfor_core.cli import main; sys.exit(main())"]
+    packs = subprocess.run(pfor_cli + ["packs"], capture_output=True, text=True, check=True).stdout
+    assert "example" in packs, packs
+    ops = subprocess.run(pfor_cli + ["ops"], capture_output=True, text=True, check=True).stdout
+    assert "Dawsn" in ops, ops
+    x = tf.random.normal([4, 3])
+    y = pf.pfor(lambda i: tf.math.special.dawsn(tf.gather(x, i)), 4, fallback="error")
+    tf.debugging.assert_near(y, tf.math.special.dawsn(x))
+    print("OK")
+""")
+
+
+def _body_raises_without_pack():
+    x = tf.random.normal([4, 3])
+    return pf.pfor(lambda i: tf.math.special.dawsn(tf.gather(x, i)), 4, fallback="error")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    target = tmp_path_factory.mktemp("example_pack")
+    source = tmp_path_factory.mktemp("example_src") / "pack"  # the build leaves files beside the source
+    shutil.copytree(PACK, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                    "--no-build-isolation", "--target", str(target), str(source)],
+                   check=True, capture_output=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")]),
+               TF_CPP_MIN_LOG_LEVEL="3")
+    return env
+
+
+def test_pack_is_found_listed_and_used(installed):
+    run = subprocess.run([sys.executable, "-c", CHECK], env=installed, capture_output=True, text=True)
+    assert run.returncode == 0 and "OK" in run.stdout, run.stdout + run.stderr
+
+
+def test_pack_own_tests_pass(installed):
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(PACK / "tests")], env=installed, capture_output=True, text=True,
+                         cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+def test_op_is_a_conversion_error_without_the_pack():
+    with pytest.raises(pf.ConversionError):
+        _body_raises_without_pack()
