@@ -12,6 +12,10 @@ class ConversionError(ValueError):
     True
     """
 
+    # Inside a tf.function, autograph would re-raise it as a StagingError: keep the
+    # type users catch (the message already names the op and the source line).
+    ag_pass_through = True
+
 
 class FallbackWarning(UserWarning):
     """An op ran in a sequential loop over the iterations instead of vectorized.

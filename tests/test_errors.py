@@ -155,6 +155,13 @@ def test_conversion_error_names_op_layouts_source_and_remedies(no_converters):
     assert "fallback='loop'" in text
 
 
+def test_conversion_error_keeps_its_type_inside_an_autograph_tf_function(no_converters):
+    """Autograph re-raises unknown exception types as StagingError; ours passes."""
+    f = tf.function(lambda: pf.pfor(square_body, 3, fallback="error"))
+    with pytest.raises(pf.ConversionError, match="Square 'my_square'"):
+        f()
+
+
 def test_conversion_error_names_invariant_inputs_too(no_converters):
     x = tf.constant([1.0, 2.0])
 

@@ -1,6 +1,8 @@
 """tf.while_loop in the body: invariant and per-iteration trip counts (including zero),
 loop variables that become stacked, maximum_iterations, XLA, all without fallback."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,15 +10,22 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
+from pfor_controlflow import masking
 
 
 def _data(shape, seed=0):
     return tf.random.stateless_normal(shape, seed=[seed, 3])
 
 
+def _strategy(masked):
+    """Make a loop with per-iteration trip counts run masked or on the active subset,
+    whatever masking.pays would choose."""
+    return mock.patch.object(masking, "pays", lambda loop: masked)
+
+
 @given(data=st.data(), n=st.integers(0, 6), m=st.integers(1, 3), graph=st.booleans(),
-       stacked_trips=st.booleans(), stacked_start=st.booleans())
-def test_random_trip_counts(data, n, m, graph, stacked_trips, stacked_start):
+       stacked_trips=st.booleans(), stacked_start=st.booleans(), masked=st.booleans())
+def test_random_trip_counts(data, n, m, graph, stacked_trips, stacked_start, masked):
     trips = tf.constant(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)) or [0],
                         tf.int32)
     x = _data([max(n, 1), m])
@@ -33,11 +42,13 @@ def test_random_trip_counts(data, n, m, graph, stacked_trips, stacked_start):
 
         return tf.while_loop(lambda t, h, acc: t < limit, step, (0, h0, 0.0))
 
-    testing.assert_matches_loop(body, n, graph=graph)
+    with _strategy(masked):
+        testing.assert_matches_loop(body, n, graph=graph)
 
 
-@given(n=st.integers(0, 5), max_iters=st.integers(0, 4), graph=st.booleans())
-def test_maximum_iterations(n, max_iters, graph):
+@given(n=st.integers(0, 5), max_iters=st.integers(0, 4), graph=st.booleans(),
+       masked=st.booleans())
+def test_maximum_iterations(n, max_iters, graph, masked):
     x = _data([max(n, 1), 2])
     trips = tf.constant([5, 0, 2, 7, 1])
 
@@ -47,7 +58,8 @@ def test_maximum_iterations(n, max_iters, graph):
                              lambda t, h: (t + 1, h * 0.5 + xi), (0, xi),
                              maximum_iterations=max_iters)
 
-    testing.assert_matches_loop(body, n, graph=graph)
+    with _strategy(masked):
+        testing.assert_matches_loop(body, n, graph=graph)
 
 
 def test_variable_becomes_stacked_after_several_steps():

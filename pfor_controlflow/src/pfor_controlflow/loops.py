@@ -9,11 +9,10 @@ from outside the loop.
 Then the condition decides the strategy:
 - invariant: every iteration runs the same number of steps, so one ``tf.while_loop``
   runs the converted body on all iterations;
-- stacked (trip counts differ per iteration): the active subset, or under XLA and
-  inside an outer pfor the masked loop (trip_counts.py). Masking is not the default
-  elsewhere: the body would also run on finished rows, whose values (e.g. an index
-  one past the end of a sequence) may make an op fail on the CPU, and it wastes the
-  work the active subset saves.
+- stacked (trip counts differ per iteration): the active subset, or the masked loop
+  (trip_counts.py) for small bodies of total ops, where it is clearly faster, and
+  under XLA and inside an outer pfor, which need its static shapes (masking.py says
+  when masking is safe and when it pays).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import copy
 import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
-from pfor_controlflow import trip_counts
+from pfor_controlflow import masking, trip_counts
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import function_graph, scratch_graph, with_effects
 from pfor_controlflow.list_views import ListView
@@ -110,6 +109,15 @@ def convert_while(ctx):
     if any(l and not s for l, s in zip(lists, loop.stacked)):
         loop.stacked = _find_stacked(loop, [s or l for s, l in zip(loop.stacked, lists)])
     if ctx.compiled or ctx.nested:
+        repeated = masking.effects(loop)
+        if repeated:
+            where = "under XLA" if ctx.compiled else "inside an outer pfor"
+            return ctx.decline(
+                f"per-iteration trip counts {where} need a masked loop, which would "
+                f"repeat the effects of {', '.join(repeated)} for finished iterations; "
+                "move them out of the loop, or run without jit_compile / the outer pfor")
+        return trip_counts.run_masked(loop, parallel)
+    if masking.pays(loop):
         return trip_counts.run_masked(loop, parallel)
     return trip_counts.run_subset(loop, parallel)
 

@@ -8,9 +8,10 @@ no row finishes, and a variable the body adds to (a gradient accumulator) is upd
 in place on its ``m`` rows. At the end the finished rows' values are put back in
 order over the initial values (rows that never ran keep those).
 
-Masked (under XLA, which needs static shapes, and inside an outer ``pfor``, which
-cannot vectorize data-dependent shapes): every step runs on all rows and keeps the
-old values of finished rows.
+Masked (under XLA, which needs static shapes, inside an outer ``pfor``, which
+cannot vectorize data-dependent shapes, and for small bodies of total ops, where it
+is faster; see masking.py): every step runs on all rows and keeps the old values of
+finished rows.
 
 Either way an invariant variable can end differently per iteration (e.g. the step
 counter): its value when each iteration finishes becomes the loop's stacked output.

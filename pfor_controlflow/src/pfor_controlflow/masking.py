@@ -1,0 +1,136 @@
+"""When a while loop with per-iteration trip counts runs masked, and when it may.
+
+Masked (every step on all rows, finished rows keep their values) has static shapes,
+which XLA and an outer ``pfor`` need, and it moves no data; the active subset
+(trip_counts.py) does only the work of the rows still running but compacts them
+whenever some finish. On 2 CPU cores, with trip counts in 0..100, the masked loop
+took 0.3x to 0.7x the subset's time for rows of up to 32 floats, and 1.2x to 1.5x
+for rows of 64 to 256 floats at batch 512 (``benchmarks/while_strategies.py``), so
+it is chosen on its own for small bodies.
+
+Running a body on finished rows is only harmless when nothing in it can fail on the
+values those rows hold (an index one past the end of a sequence fails a gather on the
+CPU) and nothing in it has an effect (a finished row would add to a variable, print
+or assert once more). ``pays`` therefore asks for a small body made of total ops only;
+``effects`` names what forbids masking where it is the only choice.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from pfor_controlflow.functions import function_graph
+
+# Elements a row may carry for the masked loop to be chosen on its own (measured: see
+# the docstring).
+SMALL_ROW = 32
+
+# Ops that give a result for any input values: no error, no effect, no shape that
+# depends on values.
+_TOTAL = frozenset("""
+    Abs Acos Acosh Add AddN AddV2 Asin Asinh Atan Atan2 Atanh BiasAdd Cast Ceil Const Cos
+    Cosh Digamma DivNoNan Elu Equal Erf Erfc Exp Expm1 Floor Greater GreaterEqual Identity
+    Inv IsFinite IsInf IsNan LeakyRelu Less LessEqual Lgamma Log Log1p LogicalAnd
+    LogicalNot LogicalOr MatMul BatchMatMulV2 Maximum Minimum Mul MulNoNan Neg NotEqual
+    OnesLike Pack Placeholder Rank Reciprocal Relu Relu6 Rint Round Rsqrt Select SelectV2
+    Selu Shape Sigmoid Sign Sin Sinh Size Softplus Softsign Sqrt Square SquaredDifference
+    Squeeze StopGradient Sub Tan Tanh Unpack Xdivy Xlogy ZerosLike
+""".split())
+# Total for floating point only: integer division by zero fails.
+_FLOAT_ONLY = frozenset("Div FloorDiv FloorMod Mod Pow RealDiv TruncateDiv TruncateMod".split())
+# Total when their other inputs (axes, shapes, bounds) are constants: which inputs
+# are the data.
+_DATA_INPUTS = {
+    "ExpandDims": (0,), "Reshape": (0,), "Transpose": (0,), "Tile": (0,), "Slice": (0,),
+    "StridedSlice": (0,), "BroadcastTo": (0,), "Sum": (0,), "Prod": (0,), "Max": (0,),
+    "Min": (0,), "Mean": (0,), "All": (0,), "Any": (0,), "ArgMax": (0,), "ArgMin": (0,),
+    "Split": (1,), "SplitV": (0,), "ConcatV2": None,  # None: all but the last
+}
+# Stateful ops that are harmless on finished rows: reads, and random draws (a finished
+# row's draw is thrown away; draws stay independent).
+_HARMLESS = frozenset("""
+    Placeholder ReadVariableOp VarHandleOp VariableShape ResourceGather ResourceGatherNd RandomUniform
+    RandomUniformInt RandomStandardNormal TruncatedNormal ParameterizedTruncatedNormal
+    Multinomial RandomGamma RandomPoisson RandomPoissonV2 RandomShuffle
+    StatefulUniform StatefulUniformInt StatefulUniformFullInt StatefulStandardNormalV2
+    StatefulTruncatedNormal RngReadAndSkip RngSkip
+""".split())
+
+
+def pays(loop) -> bool:
+    """Whether the masked loop is clearly the faster and safe: the stacked variables
+    carry at most ``SMALL_ROW`` elements a row and body and condition are total."""
+    size = 0
+    for k in loop.carried:
+        if not loop.stacked[k]:
+            continue
+        shape = loop.body.inputs[k].shape
+        if loop.body.inputs[k].dtype == tf.variant or not shape.is_fully_defined():
+            return False
+        size += shape.num_elements()
+    if size > SMALL_ROW:
+        return False
+    # The condition runs on every row in the sequential loop too: only what it
+    # computes from the loop variables must be total there. The body runs on rows that
+    # never start, so all of it must be.
+    varying = {loop.cond.inputs[k].ref() for k in loop.carried}
+    return (all(_total(op) for op in loop.body.get_operations())
+            and all(_total(op) for op in _downstream(loop.cond, varying)))
+
+
+def effects(loop) -> list[str]:
+    """The op types of body and condition (and the functions they call) whose effect a
+    finished row would repeat in a masked loop."""
+    found: set[str] = set()
+    for graph in (loop.body, loop.cond):
+        _collect_effects(graph, found, seen=set())
+    return sorted(found)
+
+
+def _total(op) -> bool:
+    if op.type in _TOTAL:
+        return True
+    if op.type in _FLOAT_ONLY:
+        return op.outputs[0].dtype.is_floating
+    if op.type in _DATA_INPUTS:
+        data = _DATA_INPUTS[op.type] or range(len(op.inputs) - 1)
+        return all(_constant(t) for k, t in enumerate(op.inputs) if k not in data)
+    return False
+
+
+def _constant(tensor) -> bool:
+    while tensor.op.type == "Identity":
+        tensor = tensor.op.inputs[0]
+    return tensor.op.type == "Const"
+
+
+def _downstream(graph, sources):
+    """The ops of ``graph`` that depend on any of ``sources`` (tensor refs)."""
+    reached = set(sources)
+    for op in graph.get_operations():  # in creation order, which is topological
+        if any(t.ref() in reached for t in op.inputs):
+            reached.update(t.ref() for t in op.outputs)
+            yield op
+
+
+def _collect_effects(graph, found, seen):
+    for op in graph.get_operations():
+        called = _called_functions(op)
+        for name in called:
+            if name not in seen:
+                seen.add(name)
+                inner = function_graph(op, name)
+                if inner is not None:
+                    _collect_effects(inner, found, seen)
+        if op._is_stateful and not called and op.type not in _HARMLESS:  # pylint: disable=protected-access
+            found.add(op.type)
+
+
+def _called_functions(op) -> list[str]:
+    names = []
+    for value in op.node_def.attr.values():
+        if value.HasField("func"):
+            names.append(value.func.name)
+        elif value.HasField("list"):
+            names.extend(f.name for f in value.list.func)
+    return names
