@@ -159,3 +159,80 @@ def test_gradients_through_conditionals(n, stacked_pred, graph, switch):
         return tape.gradient(loss, w, unconnected_gradients="zero")
 
     testing.assert_matches_loop(body, n, graph=graph, rtol=1e-5, atol=1e-6)
+
+
+# -- under XLA and inside an outer pfor: every branch on all rows, rows select ----------
+def _assert_matches_loop_under_xla(body, n):
+    got = tf.function(lambda: pf.pfor(body, n, fallback="error"), jit_compile=True)()
+    testing.assert_same_results(got, testing.sequential(body, n), where=" (XLA)")
+
+
+@given(n=st.integers(1, 5), m=st.integers(1, 4), stacked_x=st.booleans())
+@settings(max_examples=6)  # each example compiles
+def test_stacked_predicate_under_xla(n, m, stacked_x):
+    x = _data(n, m)
+    w = _data(m, m, seed=1)
+
+    def body(i):
+        xi = tf.gather(x, i) if stacked_x else x[0]
+        pred = tf.reduce_sum(xi) + tf.cast(i % 2, tf.float32) > 0
+        # sqrt of a negative in the branch a row does not take must not leak.
+        return tf.cond(pred, lambda: (tf.sqrt(tf.abs(xi) - 0.5), w[0]),
+                       lambda: (xi * 2.0, xi))
+
+    _assert_matches_loop_under_xla(body, n)
+
+
+@given(n=st.integers(1, 6), branches=st.integers(1, 4))
+@settings(max_examples=6)
+def test_switch_case_with_a_per_iteration_index_under_xla(n, branches):
+    x = _data(n)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        return tf.switch_case(i % (branches + 1) - 1,  # -1: out of range, the last branch
+                              [lambda k=k: (xi * float(k), tf.reduce_sum(xi) + k)
+                               for k in range(branches)])
+
+    _assert_matches_loop_under_xla(body, n)
+
+
+def test_stacked_predicate_inside_an_outer_pfor():
+    x = _data(6, 4)
+
+    def outer(j):
+        def inner(i):
+            xij = x[j, i]
+            return tf.cond(xij > 0, lambda: tf.sqrt(xij), lambda: xij * xij)
+        return pf.pfor(inner, 4, fallback="error")
+
+    testing.assert_matches_loop(outer, 6)
+
+
+def test_effects_in_a_branch_that_must_run_masked_are_a_clear_error():
+    x = _data(5)
+    v = tf.Variable(0.0)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        return tf.cond(xi[0] > 0, lambda: v.assign_add(xi[1]) * 0 + xi[1], lambda: xi[1])
+
+    compiled = tf.function(lambda: pf.pfor(body, 5, fallback="error"), jit_compile=True)
+    with pytest.raises(pf.ConversionError, match="under XLA must run masked.*AssignAdd"):
+        compiled()
+    with pytest.raises(pf.ConversionError, match="inside an outer pfor.*AssignAdd"):
+        pf.pfor(lambda j: pf.pfor(body, 5, fallback="error"), 2, fallback="error")
+    assert v.numpy() == 0.0
+
+
+def test_per_example_gradients_through_a_stacked_cond_under_xla():
+    x = _data(5, 1)[:, 0]
+    w = tf.Variable(1.5)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        with tf.GradientTape() as tape:
+            y = tf.cond(xi > 0, lambda: tf.sin(w * xi), lambda: w * w * xi)
+        return tape.gradient(y, w)
+
+    _assert_matches_loop_under_xla(body, 5)

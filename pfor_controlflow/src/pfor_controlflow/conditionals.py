@@ -8,7 +8,8 @@ are stacked in every branch, so the branches agree.
 A stacked predicate partitions the iterations: the rows that take branch k are found
 with ``where``, the branch is converted for those rows only (inside a ``tf.cond`` on
 their count, so a branch no iteration takes does not run), and ``dynamic_stitch`` puts
-the rows back in order.
+the rows back in order. Under XLA and inside an outer pfor, which need static shapes,
+every branch runs on all rows instead and each row keeps its own branch's outputs.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import Invariant, Stacked
-from pfor_controlflow import optionals
-from pfor_controlflow.functions import function_graph, is_handle, scratch_graph, with_effects
+from pfor_controlflow import masking, optionals
+from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph, select_rows,
+                                        with_effects)
 
 
 def _branch_graphs(ctx):
@@ -174,10 +176,35 @@ def _run_rows(ctx, plan, b, positions):
     return tf.cond(tf.size(positions) > 0, run, lambda: empty + [tf.constant(0)])[:-1]
 
 
+def _run_masked(ctx, graphs):
+    """Every branch on all rows; each row keeps the outputs of the branch it takes."""
+    if any(v.is_stacked and is_handle(v) for v in ctx.inputs[1:]) or any(
+            t.dtype in (tf.variant, tf.resource) for t in ctx.op.outputs):
+        where = "under XLA" if ctx.compiled else "inside an outer pfor"
+        return ctx.decline(f"a per-iteration predicate {where} with tensor lists, "
+                           "resources or gradient intermediates crossing the branches")
+    repeated = masking.effects(*graphs)
+    if repeated:
+        return ctx.decline(masking.refusal(ctx, "a conditional with a per-iteration "
+                                           "predicate", repeated))
+    taken = _branch_of_rows(ctx, len(graphs))
+    outs = []
+    for graph in graphs:
+        converted = ctx.convert_function(graph, list(ctx.inputs[1:]))
+        outs.append(with_effects([converted.stacked(j) for j in range(len(ctx.op.outputs))],
+                                 converted.side_effects)[:-1])
+    result = outs[-1]
+    for b in reversed(range(len(graphs) - 1)):
+        result = [select_rows(tf.equal(taken, b), o, r) for o, r in zip(outs[b], result)]
+    return [Stacked(tensor=t) for t in result]
+
+
 def convert_stacked_selector(ctx):
     graphs = _branch_graphs(ctx)
     if graphs is None:
         return ctx.decline("a branch function is not in the graph")
+    if ctx.compiled or ctx.nested:
+        return _run_masked(ctx, graphs)
     try:
         plan = _Rows(ctx, graphs)
     except ValueError as err:

@@ -55,6 +55,12 @@ def with_effects(tensors, effects) -> list:
         return [tf.identity(t) for t in tensors] + [tf.constant(0)]
 
 
+def select_rows(pick, new, old):
+    """Per row (the first axis), ``new`` where ``pick`` (a bool vector) holds, else ``old``."""
+    rows = tf.reshape(pick, tf.concat([tf.shape(pick), tf.ones_like(tf.shape(new))[1:]], 0))
+    return tf.where(rows, new, old)
+
+
 def is_handle(value) -> bool:
     """Tensor lists and resources: values with no rows to gather."""
     return value.dtype in (tf.variant, tf.resource)

@@ -109,13 +109,10 @@ def convert_while(ctx):
     if any(l and not s for l, s in zip(lists, loop.stacked)):
         loop.stacked = _find_stacked(loop, [s or l for s, l in zip(loop.stacked, lists)])
     if ctx.compiled or ctx.nested:
-        repeated = masking.effects(loop)
+        repeated = masking.effects(loop.body, loop.cond)
         if repeated:
-            where = "under XLA" if ctx.compiled else "inside an outer pfor"
-            return ctx.decline(
-                f"per-iteration trip counts {where} need a masked loop, which would "
-                f"repeat the effects of {', '.join(repeated)} for finished iterations; "
-                "move them out of the loop, or run without jit_compile / the outer pfor")
+            return ctx.decline(masking.refusal(
+                ctx, "a loop with per-iteration trip counts", repeated))
         return trip_counts.run_masked(loop, parallel)
     if masking.pays(loop):
         return trip_counts.run_masked(loop, parallel)

@@ -78,13 +78,23 @@ def pays(loop) -> bool:
             and all(_total(op) for op in _downstream(loop.cond, varying)))
 
 
-def effects(loop) -> list[str]:
-    """The op types of body and condition (and the functions they call) whose effect a
-    finished row would repeat in a masked loop."""
+def effects(*graphs) -> list[str]:
+    """The op types of ``graphs`` (and the functions they call) whose effect a row that
+    should not run them would repeat: a finished row of a masked loop, or a row that
+    takes another branch of a masked conditional."""
     found: set[str] = set()
-    for graph in (loop.body, loop.cond):
+    for graph in graphs:
         _collect_effects(graph, found, seen=set())
     return sorted(found)
+
+
+def refusal(ctx, what: str, repeated) -> str:
+    """Why ``what`` (run masked because XLA or an outer pfor needs static shapes) is
+    declined: it would repeat the effects ``repeated``."""
+    where = "under XLA" if ctx.compiled else "inside an outer pfor"
+    return (f"{what} {where} must run masked, which would repeat the effects of "
+            f"{', '.join(repeated)} for iterations that should not run them; move them "
+            "out of it, or run without jit_compile / the outer pfor")
 
 
 def _total(op) -> bool:

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from pfor_core import Invariant, Stacked
 from pfor_controlflow.conditionals import truth
-from pfor_controlflow.functions import with_effects
+from pfor_controlflow.functions import select_rows, with_effects
 from pfor_controlflow.list_views import ListView, right_align
 from pfor_controlflow.loop_vars import carried_out, list_out, pushed_by, stack_value
 
@@ -168,11 +168,6 @@ def run_subset(loop, parallel):
 
 
 # -- masked -------------------------------------------------------------------------------
-def _select(active, new, old):
-    rows = tf.reshape(active, tf.concat([tf.shape(active), tf.ones_like(tf.shape(new))[1:]], 0))
-    return tf.where(rows, new, old)
-
-
 def run_masked(loop, parallel):
     ctx, kinds = loop.ctx, _Kinds(loop)
     init, active = _initial(loop)
@@ -190,11 +185,11 @@ def run_masked(loop, parallel):
                 carried_out(loop, converted, k) for k in loop.carried]
         check = ctx.convert_function(loop.cond, layouts(active, outs))
         still = tf.logical_and(truth(check.stacked(0)), active)
-        new = [_select(active, o, v) if k in kinds.rows else o
+        new = [select_rows(active, o, v) if k in kinds.rows else o
                for k, o, v in zip(loop.carried, outs, values)]
         done = tf.logical_and(active, tf.logical_not(still))
         by_k = dict(zip(loop.carried, new))
-        finals = [_select(done, tf.broadcast_to(by_k[k][None], tf.shape(f)), f)
+        finals = [select_rows(done, tf.broadcast_to(by_k[k][None], tf.shape(f)), f)
                   for f, k in zip(finals, kinds.changing)]
         lengths = [tf.where(done, _LENGTH(input_handle=by_k[k]), n)
                    for n, k in zip(lengths, kinds.lists)]
