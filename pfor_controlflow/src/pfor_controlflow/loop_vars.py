@@ -82,3 +82,23 @@ def pushed_by(body, k):
     while out.op.type == "Identity":
         out = out.op.inputs[0]
     return out.op.get_attr("element_dtype") if out.op.type == "TensorListPushBack" else None
+
+
+def pushes_per_step(body, k):
+    """How many items each step of ``body`` pushes onto tensor list ``k``: the length of
+    the chain of TensorListPushBack from input ``k`` to output ``k``, None otherwise."""
+    out, count = body.outputs[k], 0
+    while out is not body.inputs[k]:
+        if out.op.type == "TensorListPushBack":
+            count += 1
+        elif out.op.type != "Identity":
+            return None
+        out = out.op.inputs[0]
+    return count
+
+
+def starts_empty(value) -> bool:
+    """Whether the tensor list ``value`` (a loop input) is a new, empty list."""
+    while value.op.type == "Identity":
+        value = value.op.inputs[0]
+    return value.op.type == "EmptyTensorList"

@@ -113,6 +113,9 @@ def convert_while(ctx):
         if repeated:
             return ctx.decline(masking.refusal(
                 ctx, "a loop with per-iteration trip counts", repeated))
+        refused = trip_counts.masked_lists_refused(loop)
+        if refused:
+            return ctx.decline(refused)
         return trip_counts.run_masked(loop, parallel)
     if masking.pays(loop):
         return trip_counts.run_masked(loop, parallel)

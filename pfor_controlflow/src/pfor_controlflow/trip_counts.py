@@ -27,7 +27,8 @@ from pfor_core import Invariant, Stacked
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import select_rows, with_effects
 from pfor_controlflow.list_views import ListView, right_align
-from pfor_controlflow.loop_vars import carried_out, list_out, pushed_by, stack_value
+from pfor_controlflow.loop_vars import (carried_out, list_out, pushed_by, pushes_per_step,
+                                        stack_value, starts_empty)
 
 _LENGTH = tf.raw_ops.TensorListLength
 
@@ -179,7 +180,7 @@ def run_masked(loop, parallel):
                 for k, v in zip(loop.carried, values)]
         return loop.layouts(mine, outside=outside)
 
-    def body(active, values, finals, lengths):
+    def body(active, values, finals, ran):
         converted = ctx.convert_function(loop.body, layouts(active, values))
         outs = [list_out(converted, k).tensor if k in kinds.lists else
                 carried_out(loop, converted, k) for k in loop.carried]
@@ -191,26 +192,46 @@ def run_masked(loop, parallel):
         by_k = dict(zip(loop.carried, new))
         finals = [select_rows(done, tf.broadcast_to(by_k[k][None], tf.shape(f)), f)
                   for f, k in zip(finals, kinds.changing)]
-        lengths = [tf.where(done, _LENGTH(input_handle=by_k[k]), n)
-                   for n, k in zip(lengths, kinds.lists)]
+        ran = ran + tf.cast(active, tf.int32)
         still = with_effects([still], _effects(converted, check))[0]
-        return still, new, finals, lengths
+        return still, new, finals, ran
 
-    n = tf.TensorShape([ctx.n_static])
-    shapes = (n, [loop.shape_of(k) for k in loop.carried],
-              [n.concatenate(loop.body.inputs[k].shape) for k in kinds.changing],
-              [n for _ in kinds.lists])
+    n = tf.TensorShape([None])  # converted ops may lose the static row count
+    shapes = (n, [n.concatenate(loop.body.inputs[k].shape) if k in kinds.rows
+                  else loop.shape_of(k) for k in loop.carried],
+              [n.concatenate(loop.body.inputs[k].shape) for k in kinds.changing], n)
     start = (active, [init[k] for k in loop.carried],
              [ctx.stack(loop.inputs[k]) for k in kinds.changing],
-             [tf.fill([ctx.n], _LENGTH(input_handle=init[k])) for k in kinds.lists])
-    _, values, finals, lengths = tf.while_loop(
+             tf.zeros([ctx.n], tf.int32))
+    _, values, finals, ran = tf.while_loop(
         lambda active, *_: tf.reduce_any(active), body, start,
         parallel_iterations=parallel, shape_invariants=shapes)
+    for value, k in zip(values, loop.carried):
+        value.set_shape(loop.shape_of(k))
+    for final, k in zip(finals, kinds.changing):
+        final.set_shape(tf.TensorShape([ctx.n_static]).concatenate(loop.body.inputs[k].shape))
     layouts = loop.layouts(values)
     for k, final in zip(kinds.changing, finals):
         layouts[k] = Stacked(tensor=final)
-    for k, length in zip(kinds.lists, lengths):
+    for k in kinds.lists:
         pushed = pushed_by(loop.body, k)
         if pushed is not None:
+            # Each row's items: those the list started with, then the pushes of the
+            # steps it ran (XLA's list length is the reserved size, not the count).
+            start = 0 if starts_empty(ctx.op.inputs[k]) else _LENGTH(input_handle=init[k])
+            length = start + pushes_per_step(loop.body, k) * ran
             layouts[k] = Stacked(tensor=right_align(layouts[k].tensor, length, pushed))
     return layouts
+
+
+def masked_lists_refused(loop):
+    """Why the masked loop cannot count the items of a list the body pushes to, or None."""
+    for k in _Kinds(loop).lists:
+        if pushed_by(loop.body, k) is None:
+            continue
+        if pushes_per_step(loop.body, k) is None:
+            return "a tensor list the body pushes to a varying number of times per step"
+        if loop.ctx.compiled and not starts_empty(loop.ctx.op.inputs[k]):
+            return ("under XLA, a tensor list pushed to in a loop with per-iteration trip "
+                    "counts that does not start empty")
+    return None
