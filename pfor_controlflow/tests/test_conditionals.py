@@ -236,3 +236,18 @@ def test_per_example_gradients_through_a_stacked_cond_under_xla():
         return tape.gradient(y, w)
 
     _assert_matches_loop_under_xla(body, 5)
+
+
+def test_per_example_jacobian_of_a_function_with_a_cond():
+    """pf.jacobian inside a body: the tape copies the forward pass into a function
+    graph that names the cond's branches without holding them (found in the graph
+    it was built in)."""
+    x = _data(3, 4)
+
+    def body(i):
+        def f(v):
+            return tf.where(v > 0, v * v, tf.sin(v)) + tf.cond(
+                tf.reduce_sum(v) > 0, lambda: v, lambda: -v)
+        return pf.jacobian(f, tf.gather(x, i), fallback="error")
+
+    testing.assert_matches_loop(body, 3, graph=True)

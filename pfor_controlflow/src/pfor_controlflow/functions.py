@@ -21,7 +21,7 @@ def function_and_outputs(op, name: str):
     the definition's names, keeping the graph's static shapes. Functions known only by
     their definition (e.g. loaded ones) are imported from it.
     """
-    fn = op.graph._get_function(name)  # pylint: disable=protected-access
+    fn = _find_function(op.graph, name)
     if fn is None:
         return None
     definition = getattr(fn, "cached_definition", None) or getattr(fn, "definition")
@@ -41,6 +41,18 @@ def function_and_outputs(op, name: str):
         graph = function_def_to_graph.function_def_to_graph(
             definition, include_library_functions=True)
     return graph, list(graph.outputs)
+
+
+def _find_function(graph, name):
+    """The function ``name`` as ``graph`` or a graph it was built in knows it: a
+    function graph a tape copied (a control-flow gradient's forward wrapper) keeps the
+    ops but not the branch functions they name."""
+    while graph is not None:
+        fn = graph._get_function(name)  # pylint: disable=protected-access
+        if fn is not None:
+            return fn
+        graph = getattr(graph, "outer_graph", None)
+    return None
 
 
 def scratch_graph(name: str = "pfor_trial"):
