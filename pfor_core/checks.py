@@ -80,19 +80,19 @@ def iters_tensor(value) -> tf.Tensor:
         return tf.identity(tensor)
 
 
-def elems(value):
-    """Flat tensors of ``elems`` and their common leading size."""
+def elems(value, name="elems"):
+    """Flat tensors of ``value`` (the argument ``name``) and their common leading size."""
     flat = [tf.convert_to_tensor(e) for e in tf.nest.flatten(value)]
     if not flat:
-        raise ValueError("elems must hold at least one tensor to map over.")
+        raise ValueError(f"{name} must hold at least one tensor to map over.")
     for k, e in enumerate(flat):
         if e.shape.rank == 0:
-            raise ValueError(f"elems[{k}] is a scalar; every tensor in elems needs a leading "
-                             "dimension to map over.")
+            raise ValueError(f"{name}[{k}] is a scalar; every tensor in {name} needs a "
+                             "leading dimension to map over.")
     sizes = {e.shape[0] for e in flat if e.shape.rank is not None and e.shape[0] is not None}
     if len(sizes) > 1:
-        raise ValueError(f"the tensors in elems have different leading sizes {sorted(sizes)}; "
-                         "they must all have the same number of rows.")
+        raise ValueError(f"the tensors in {name} have different leading sizes "
+                         f"{sorted(sizes)}; they must all have the same number of rows.")
     n = sizes.pop() if sizes else tf.shape(flat[0])[0]
     return flat, n
 

@@ -33,6 +33,18 @@ def _check_sources(sources, name):
         if not isinstance(leaf, (tf.Tensor, tf.Variable, tf.__internal__.types.Tensor)):
             raise TypeError(f"{name} must be a tensor, a variable or a nested structure of "
                             f"them, got {type(leaf).__name__}.")
+        dtype = tf.as_dtype(leaf.dtype)
+        if not (dtype.is_floating or dtype.is_complex):
+            # The tape has no gradient for integers: it would give zeros silently.
+            raise TypeError(f"{name} must be floating point to differentiate, got "
+                            f"{dtype.name}: cast it first, e.g. tf.cast({name}, tf.float32).")
+
+
+def _check_targets(targets, name="f"):
+    for leaf in tf.nest.flatten(targets):
+        if not isinstance(leaf, (tf.Tensor, tf.Variable)):
+            raise TypeError(f"{name} must return a tensor or a nested structure of tensors, "
+                            f"got {type(leaf).__name__}.")
 
 
 def _watch(tape, sources) -> None:
@@ -121,6 +133,11 @@ def _batch_jacobian_in_graph(tape, target, source, options):
     if target.shape.rank is not None and target.shape.rank < 1:
         raise ValueError(f"batch_jacobian needs a target with a batch dimension, got shape "
                          f"{target.shape}.")
+    rows, sources = target.shape[:1], tf.TensorShape(source.shape)[:1]
+    if not rows.is_compatible_with(sources):
+        raise ValueError(f"batch_jacobian: the output has {rows[0]} rows but the input has "
+                         f"{sources[0]}; output row b must depend only on input row b (use "
+                         "jacobian for other functions).")
     shape = tf.shape(target)
     per_row = _size(target.shape[1:], shape[1:])
 
@@ -148,6 +165,7 @@ def _of_function(f, x, fallback, parallel_iterations, finish):
         with tf.GradientTape(persistent=True) as tape:
             _watch(tape, x)
             y = f(x)
+        _check_targets(y)
         return finish(tape, y, x, options)
 
     return _in_graph(compute, x)
@@ -209,6 +227,7 @@ def hessian(f, x, *, fallback="warn", parallel_iterations=None):
             with tf.GradientTape(persistent=True) as inner:
                 _watch(inner, x)
                 y = f(x)
+            _check_targets(y)
             first = _jacobian_in_graph(inner, y, x, options)
         return _jacobian_in_graph(outer, first, x, options)
 
@@ -237,7 +256,7 @@ def per_example_gradients(loss_fn, variables, *batch, keepdims=False, fallback="
         raise ValueError("per_example_gradients needs at least one batch tensor after "
                          "variables.")
     _check_sources(variables, "variables")
-    flat, n = checks.elems(list(batch))
+    flat, n = checks.elems(list(batch), "batch")
     options = _options(fallback, None)
     loss_fn = autograph.convert_user_fn(loss_fn, autograph.caller_status())
 

@@ -15,10 +15,16 @@ from pfor_core import api, checks
 from pfor_core import autograph
 
 
-def _move_axis(tensor, source: int, dest: int):
+def _move_axis(tensor, source: int, dest: int, name: str = "in_axes"):
+    """Move axis ``source`` to ``dest``; the one given by the user (``name``) is checked."""
     rank = tensor.shape.rank
     if rank is None:
         raise ValueError("vmap needs inputs and outputs of known rank")
+    given = source if name == "in_axes" else dest
+    if not -rank <= given < rank:
+        what = "an argument" if name == "in_axes" else "an output (with the mapped axis)"
+        raise ValueError(f"{name} entry {given} is out of range for {what} of rank {rank}: "
+                         f"use an axis in [{-rank}, {rank - 1}]")
     source, dest = source % rank, dest % rank
     if source == dest:
         return tensor
@@ -94,7 +100,8 @@ class _Vmapped:
             fallback=self._fallback, randomness="different",
             parallel_iterations=self._chunk_size))
         out_axes = _broadcast_axes(self._out_axes, out, "out_axes")
-        return tf.nest.map_structure(lambda t, ax: _move_axis(t, 0, ax), out, out_axes)
+        return tf.nest.map_structure(lambda t, ax: _move_axis(t, 0, ax, "out_axes"), out,
+                                     out_axes)
 
 
 def vmap(fn, in_axes=0, out_axes=0, *, fallback="warn", chunk_size=None):

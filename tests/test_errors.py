@@ -232,3 +232,26 @@ def test_user_code_in_a_folder_named_like_a_pack_is_still_the_users(tmp_path):
     assert not messages.is_library_file(__file__)
     for pack in ("pfor_core", "pfor_converters_math", "pfor_controlflow"):
         assert not messages.is_library_file(str(tmp_path / pack / "tests" / "test_x.py"))
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: pf.vmap(lambda a: a, in_axes=2)(tf.zeros([3])), ValueError,
+     r"in_axes entry 2 is out of range for an argument of rank 1"),
+    (lambda: pf.vmap(lambda a: a, out_axes=-3)(tf.zeros([3, 2])), ValueError,
+     r"out_axes entry -3 is out of range .* rank 2"),
+    (lambda: pf.jacobian(lambda v: v * 2, tf.constant([1, 2])), TypeError,
+     r"x must be floating point to differentiate, got int32: cast it"),
+    (lambda: pf.per_example_gradients(lambda r: tf.reduce_sum(r), [tf.Variable([1, 2])],
+                                      tf.ones([3, 2])), TypeError,
+     r"variables must be floating point"),
+    (lambda: pf.hessian(lambda v: None, tf.ones([2])), TypeError,
+     r"f must return a tensor or a nested structure of tensors, got NoneType"),
+    (lambda: pf.batch_jacobian(lambda v: tf.reduce_sum(v)[None], tf.ones([3, 2])), ValueError,
+     r"batch_jacobian: the output has 1 rows but the input has 3"),
+    (lambda: pf.per_example_gradients(lambda a, b: tf.reduce_sum(a) * b, [tf.Variable(1.0)],
+                                      tf.ones([3, 2]), tf.ones([4])), ValueError,
+     r"the tensors in batch have different leading sizes \[3, 4\]"),
+])
+def test_bad_arguments_of_vmap_and_derivatives(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
