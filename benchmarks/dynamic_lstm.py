@@ -35,13 +35,19 @@ def lstm_step(x_t, h, c, weights, bias):
     return tf.sigmoid(o) * tf.tanh(c), c
 
 
-def make(batch, dim, state, max_len, seed=0):
+def data(batch, dim, state, max_len, seed=0):
+    """``make``'s inputs, lengths, weights and bias as numpy arrays (for JAX)."""
     rng = np.random.default_rng(seed)
-    inputs = tf.constant(rng.normal(size=[batch, max_len, dim]), tf.float32)
-    lengths = tf.constant(rng.integers(1, max_len + 1, size=[batch]), tf.int32)
-    weights = tf.constant(rng.normal(size=[dim + state, 4 * state]) / np.sqrt(dim + state),
-                          tf.float32)
-    bias = tf.zeros([4 * state])
+    return {"inputs": rng.normal(size=[batch, max_len, dim]).astype(np.float32),
+            "lengths": rng.integers(1, max_len + 1, size=[batch]).astype(np.int32),
+            "weights": (rng.normal(size=[dim + state, 4 * state])
+                        / np.sqrt(dim + state)).astype(np.float32),
+            "bias": np.zeros([4 * state], np.float32)}
+
+
+def make(batch, dim, state, max_len, seed=0):
+    inputs, lengths, weights, bias = (
+        tf.constant(a) for a in data(batch, dim, state, max_len, seed).values())
 
     def body(i):
         x, steps = tf.gather(inputs, i), tf.gather(lengths, i)

@@ -6,6 +6,7 @@ import os
 
 PFOR = "pfor"
 HAND = "hand-batched"
+JAX = "jax.vmap (jit)"  # as in workloads.py; present only when JAX is installed
 GROUP_TITLES = {"inference": "Auto-batching inference",
                 "gradients": "Per-example gradients",
                 "jacobians": "Jacobians"}
@@ -51,14 +52,21 @@ def _ratio(cells, size, top, bottom):
     return f"{a['throughput'] / b['throughput']:.2f}x"
 
 
+def _ratio_columns(builtin, with_jax):
+    """(heading, implementation) of pfor's ratios: to hand-batched, the built-in, JAX."""
+    columns = [("pfor / hand", HAND), ("pfor / built-in", builtin)]
+    return columns + ([("pfor / JAX", JAX)] if with_jax else [])
+
+
 def _workload_tables(workload, records):
     sizes, impls, cells = _by_size(workload, records)
-    head = [workload.size_label] + impls + ["pfor / hand", "pfor / built-in"]
+    ratios = _ratio_columns(workload.builtin, JAX in impls)
+    head = [workload.size_label] + impls + [heading for heading, _ in ratios]
     lines = [f"### {workload.title} — {workload.unit} (higher is better)", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for size in sizes:
         row = [str(size)] + [_throughput_cell(cells.get((size, i))) for i in impls]
-        row += [_ratio(cells, size, PFOR, HAND), _ratio(cells, size, PFOR, workload.builtin)]
+        row += [_ratio(cells, size, PFOR, other) for _, other in ratios]
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "First call (trace + conversion + one run) / peak memory above live "
               "tensors:", "", "| " + " | ".join([workload.size_label] + impls) + " |",
@@ -70,7 +78,8 @@ def _workload_tables(workload, records):
             if r is None or "first_s" not in r:
                 row.append("-")
                 continue
-            memory = "?" if r.get("peak_bytes") is None else _bytes(r["peak_bytes"])
+            memory = ("-" if "peak_bytes" not in r  # not TensorFlow's: JAX
+                      else "?" if r["peak_bytes"] is None else _bytes(r["peak_bytes"]))
             row.append(f"{r['first_s']:.2f} s / {memory}")
         lines.append("| " + " | ".join(row) + " |")
     notes = {}  # one footnote per implementation and message, listing the sizes
@@ -114,21 +123,26 @@ def _conversion_table(workloads, records):
 
 def summary(workloads, records) -> list:
     """One row per workload at its largest size: every implementation and pfor's ratios.
-    The built-in is tf.vectorized_map, or GradientTape.jacobian(experimental_use_pfor=True)."""
-    lines = ["| workload (unit, size) | hand-batched | loop | built-in | pfor | pfor (XLA) | "
-             "pfor / hand | pfor / built-in | peak memory pfor / built-in |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    The built-in is tf.vectorized_map, or GradientTape.jacobian(experimental_use_pfor=True).
+    JAX's column and ratio appear when JAX ran."""
+    with_jax = any(r["impl"] == JAX for r in records)
+    extra = [JAX] if with_jax else []
+    head = (["workload (unit, size)", HAND, "loop", "built-in", PFOR, PFOR + " (XLA)"]
+            + extra + [h for h, _ in _ratio_columns(None, with_jax)]
+            + ["peak memory pfor / built-in"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for workload in workloads:
         sizes, impls, cells = _by_size(workload, records)
         if not sizes:
             continue
         size = sizes[-1]
-        loop = next(i for i in impls if i not in (HAND, PFOR, workload.builtin)
+        loop = next(i for i in impls if i not in (HAND, PFOR, workload.builtin, JAX)
                     and "XLA" not in i)
         row = [f"{workload.title} ({workload.unit}, {size})"]
         row += [_throughput_cell(cells.get((size, impl)))
-                for impl in (HAND, loop, workload.builtin, PFOR, PFOR + " (XLA)")]
-        row += [_ratio(cells, size, PFOR, HAND), _ratio(cells, size, PFOR, workload.builtin)]
+                for impl in [HAND, loop, workload.builtin, PFOR, PFOR + " (XLA)"] + extra]
+        row += [_ratio(cells, size, PFOR, other)
+                for _, other in _ratio_columns(workload.builtin, with_jax)]
         memory = [cells.get((size, impl), {}).get("peak_bytes")
                   for impl in (PFOR, workload.builtin)]
         row.append(" / ".join("-" if m is None else _bytes(m) for m in memory))

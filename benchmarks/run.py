@@ -18,6 +18,11 @@ ones (its statistics skip them: a 96 KiB matmul output registers as 0), so figur
 Graph ops are counted in the traced function and every function in its library
 (while-loop bodies included), and divided by the ops of one iteration's body.
 
+When JAX is installed, every workload also gets a ``jax.vmap (jit)`` cell
+(jax_workloads.py) with the same weights and inputs: timed and checked the same way,
+but called as given (it is jitted JAX, not a ``tf.function``), with no graph ops or
+peak memory (TensorFlow's allocator does not see JAX's buffers).
+
 Writes ``results.md`` (Markdown tables), ``results.json`` (every cell) and one PNG per
 figure (throughput against size, one line per implementation, log-log) into ``--out``.
 """
@@ -84,9 +89,12 @@ def _sync(out):
     return [np.asarray(t) for t in tf.nest.flatten(out)]
 
 
-def measure(name, python_fn, budget, min_reps, max_reps):
-    """First-call and steady-state seconds, peak bytes, ops and output of one cell."""
-    fn = tf.function(python_fn, autograph=False, jit_compile=name.endswith("(XLA)"))
+def measure(name, python_fn, budget, min_reps, max_reps, raw=False):
+    """First-call and steady-state seconds, peak bytes, ops and output of one cell. A
+    ``raw`` function (JAX's) is called as given: TensorFlow's graph and allocator do not
+    see it, so it has no op count or peak bytes."""
+    fn = python_fn if raw else tf.function(python_fn, autograph=False,
+                                           jit_compile=name.endswith("(XLA)"))
     log = _FallbackLog()
     tf.get_logger().addHandler(log)
     try:
@@ -97,17 +105,25 @@ def measure(name, python_fn, budget, min_reps, max_reps):
             first = time.perf_counter() - start
     finally:
         tf.get_logger().removeHandler(log)
-    ops = count_ops(fn.get_concrete_function())
+    stats = {"first_s": first, "fallback_ops": sorted(log.ops)}
+    if not raw:
+        stats["graph_ops"] = count_ops(fn.get_concrete_function())
     _sync(fn())
+    times = _time_calls(fn, budget, min_reps, max_reps)
+    stats.update(steady_s=statistics.median(times), reps=len(times))
+    if not raw:
+        stats["peak_bytes"] = _peak_bytes(fn)
+    return stats, output
+
+
+def _time_calls(fn, budget, min_reps, max_reps):
     times, spent = [], 0.0
     while len(times) < min_reps or (spent < budget and len(times) < max_reps):
         start = time.perf_counter()
         _sync(fn())
         times.append(time.perf_counter() - start)
         spent += times[-1]
-    return {"first_s": first, "steady_s": statistics.median(times), "reps": len(times),
-            "peak_bytes": _peak_bytes(fn), "graph_ops": ops,
-            "fallback_ops": sorted(log.ops)}, output
+    return times
 
 
 def check(outputs, reference, summed=False):
@@ -135,7 +151,7 @@ def run_cell(workload, size, args):
                   "work": float(cell.work), "unit": workload.unit, "status": "ok"}
         try:
             stats, outputs[name] = measure(name, python_fn, args.budget, args.min_reps,
-                                           args.max_reps)
+                                           args.max_reps, raw=name in cell.raw)
             record.update(stats)
             record["throughput"] = cell.work / stats["steady_s"]
         except Exception as err:  # pylint: disable=broad-except  (recorded, not hidden)
@@ -221,7 +237,7 @@ def main(argv=None):
     meta = {"command": " ".join([os.path.relpath(sys.executable)] + sys.argv),
             "mode": args.mode, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M"),
             "seconds": round(time.perf_counter() - started, 1),
-            "jax": "not installed: no JAX column" if _no_jax() else "installed, not measured"}
+            "jax": _jax_meta()}
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as out:
         json.dump({"meta": meta, "cells": records}, out, indent=1)
     with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as out:
@@ -231,9 +247,12 @@ def main(argv=None):
     print(f"wrote {args.out}/results.md, results.json and plots in {meta['seconds']} s")
 
 
-def _no_jax() -> bool:
-    import importlib.util  # pylint: disable=import-outside-toplevel
-    return importlib.util.find_spec("jax") is None
+def _jax_meta() -> str:
+    if not workloads.has_jax():
+        return "not installed: no JAX column"
+    from importlib.metadata import version  # pylint: disable=import-outside-toplevel
+    return (f"jax {version('jax')}: column "
+            f"`{workloads.JAX}` (under jax.jit, outside tf.function; no peak memory)")
 
 
 if __name__ == "__main__":

@@ -19,22 +19,26 @@ across workloads so the tables and plots line up:
   ``pf.jacobian``, always with ``fallback="error"`` so a missing converter fails the
   cell instead of hiding a loop. A name ending in ``(XLA)`` runs with
   ``jit_compile=True``.
+- ``jax.vmap (jit)``, only when JAX is installed: the same weights and inputs in JAX
+  (jax_workloads.py), run as given rather than in ``tf.function`` (``Cell.raw``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 
 import pfor_core as pf
-from dynamic_lstm import lstm_step, make as make_dynamic_lstm  # pylint: disable=import-error
+import dynamic_lstm as dlstm  # pylint: disable=import-error
 from per_example_mnist import build_model as build_mnist  # pylint: disable=import-error
 
 HAND, LOOP, BUILTIN, PFOR = "hand-batched", "loop", "tf.vectorized_map", "pfor"
 JAC_LOOP, JAC_BUILTIN = "tape.jacobian(pfor=False)", "tape.jacobian(pfor=True)"
+JAX = "jax.vmap (jit)"
 
 
 @dataclasses.dataclass
@@ -44,6 +48,7 @@ class Cell:
     body: Callable             # fn(i): one iteration, for counting body ops
     reference: str = LOOP      # the others' outputs are compared with this one's
     summed: tuple = ()         # implementations returning the sum over the reference's rows
+    raw: set = dataclasses.field(default_factory=set)  # called as given, not in tf.function
 
 
 @dataclasses.dataclass
@@ -76,6 +81,33 @@ def _map_fn(body, n, dtypes=tf.float32):
     return lambda: tf.map_fn(body, tf.range(n), fn_output_signature=dtypes)
 
 
+def has_jax() -> bool:
+    return importlib.util.find_spec("jax") is not None
+
+
+def _with_jax(cell, name, *arrays):
+    """Adds the JAX column, ``jax_workloads.<name>(*arrays)``, when JAX is installed."""
+    if not has_jax():
+        return cell
+    try:
+        import jax_workloads  # pylint: disable=import-error,import-outside-toplevel
+        cell.fns[JAX] = getattr(jax_workloads, name)(*arrays)
+    except Exception as err:  # pylint: disable=broad-except  (a broken JAX fails its cells)
+        cell.fns[JAX] = _raises(err)
+    cell.raw.add(JAX)
+    return cell
+
+
+def _raises(err):
+    def fn():
+        raise err
+    return fn
+
+
+def _numpy(tensors):
+    return [None if t is None else np.asarray(t) for t in tensors]
+
+
 # --- auto-batching inference ---------------------------------------------------------
 
 def linear(batch):
@@ -88,10 +120,11 @@ def linear(batch):
     def body(i):
         return row(tf.gather(x, i))
 
-    return Cell(fns={HAND: lambda: tf.matmul(x, w), LOOP: _map_fn(body, batch),
+    cell = Cell(fns={HAND: lambda: tf.matmul(x, w), LOOP: _map_fn(body, batch),
                      BUILTIN: lambda: tf.vectorized_map(row, x),
                      PFOR: lambda: pf.vectorized_map(row, x, fallback="error")},
                 work=2 * 768 * 768 * batch / 1e9, body=body, reference=HAND)
+    return _with_jax(cell, "linear", *_numpy([x, w]))
 
 
 def mnist(batch):
@@ -104,18 +137,21 @@ def mnist(batch):
     def body(i):
         return row(tf.gather(x, i))
 
-    return Cell(fns={HAND: lambda: model(x, training=False), LOOP: _map_fn(body, batch),
+    cell = Cell(fns={HAND: lambda: model(x, training=False), LOOP: _map_fn(body, batch),
                      BUILTIN: lambda: tf.vectorized_map(row, x),
                      PFOR: lambda: pf.vectorized_map(row, x, fallback="error")},
                 work=batch, body=body, reference=HAND)
+    return _with_jax(cell, "mnist", _numpy(model.trainable_variables), np.asarray(x))
 
 
 def dynamic_lstm(batch):
-    body, masked, _, tokens = make_dynamic_lstm(batch, 128, 256, 100)
-    return Cell(fns={HAND: masked, LOOP: _map_fn(body, batch),
+    body, masked, _, tokens = dlstm.make(batch, 128, 256, 100)
+    cell = Cell(fns={HAND: masked, LOOP: _map_fn(body, batch),
                      BUILTIN: lambda: tf.vectorized_map(body, tf.range(batch)),
                      PFOR: lambda: pf.pfor(body, batch, fallback="error")},
                 work=tokens, body=body, reference=HAND)
+    arrays = dlstm.data(batch, 128, 256, 100)  # make's arrays again: the same seed
+    return _with_jax(cell, "dynamic_lstm", *arrays.values())
 
 
 # --- per-example gradients -----------------------------------------------------------
@@ -152,8 +188,10 @@ def mnist_gradients(batch):
     model = build_mnist()
     x = tf.random.stateless_normal([batch, 28, 28, 1], seed=[1, 2])
     y = tf.random.stateless_uniform([batch], [3, 4], 0, 10, tf.int32)
-    return _gradient_cell(batch, lambda xb: model(xb, training=False),
+    cell = _gradient_cell(batch, lambda xb: model(xb, training=False),
                           model.trainable_variables, x, y, keepdims=True)
+    return _with_jax(cell, "mnist_gradients", _numpy(model.trainable_variables),
+                     *_numpy([x, y]))
 
 
 def lstm_final_state(xs, weights, bias, state=256, steps=10):
@@ -161,7 +199,7 @@ def lstm_final_state(xs, weights, bias, state=256, steps=10):
     zeros = tf.zeros([tf.shape(xs)[0], state])
 
     def step(t, h, c):
-        h, c = lstm_step(tf.gather(xs, t, axis=1), h, c, weights, bias)
+        h, c = dlstm.lstm_step(tf.gather(xs, t, axis=1), h, c, weights, bias)
         return t + 1, h, c
 
     return tf.while_loop(lambda t, h, c: t < steps, step, (0, zeros, zeros),
@@ -175,8 +213,9 @@ def lstm_gradients(batch):
     out = tf.Variable(_const(rng, [256, 10], 256 ** -0.5))
     x = _const(rng, [batch, 10, 128])
     y = tf.constant(rng.integers(0, 10, size=[batch]), tf.int32)
-    return _gradient_cell(batch, lambda xb: lstm_final_state(xb, weights, bias) @ out,
+    cell = _gradient_cell(batch, lambda xb: lstm_final_state(xb, weights, bias) @ out,
                           [weights, bias, out], x, y, keepdims=False)
+    return _with_jax(cell, "lstm_gradients", _numpy([weights, bias, out]), *_numpy([x, y]))
 
 
 # --- jacobians -----------------------------------------------------------------------
@@ -229,7 +268,9 @@ def vgg_jacobian(rows):
                  else tf.nn.relu(tf.nn.conv2d(h, f, 1, "SAME")))
         return tf.reshape(h, [-1, 12 * 12 * 32]) @ head
 
-    return _jacobian_cell(rows, net, _const(rng, [48, 48, 3]))
+    x = _const(rng, [48, 48, 3])
+    return _with_jax(_jacobian_cell(rows, net, x), "vgg_jacobian", _numpy(filters),
+                     *_numpy([head, x]))
 
 
 def lstm_jacobian(rows):
@@ -237,8 +278,9 @@ def lstm_jacobian(rows):
     weights = _const(rng, [128 + 256, 1024], (128 + 256) ** -0.5)
     bias = tf.zeros([1024])
     head = _const(rng, [256, 128], 256 ** -0.5)[:, :rows]
-    return _jacobian_cell(rows, lambda xb: lstm_final_state(xb, weights, bias) @ head,
-                          _const(rng, [10, 128]))
+    x = _const(rng, [10, 128])
+    cell = _jacobian_cell(rows, lambda xb: lstm_final_state(xb, weights, bias) @ head, x)
+    return _with_jax(cell, "lstm_jacobian", *_numpy([weights, bias, head, x]))
 
 
 WORKLOADS = (

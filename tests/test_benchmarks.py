@@ -4,7 +4,8 @@ Runs ``benchmarks/run.py --smoke`` (the quick run's smallest size of every workl
 timed call each) in a subprocess, so the benchmarks' global settings stay out of the
 test process. No timing is asserted: only that every table, JSON record and plot is
 written and that pfor (run with ``fallback="error"``) neither fails nor disagrees with
-the reference implementation on any workload.
+the reference implementation on any workload; and, where JAX is installed, that its
+optional column runs and agrees too.
 """
 
 import json
@@ -13,17 +14,22 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 RUN = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
 
 
-def test_quick_benchmark_smallest_sizes_run_and_pfor_matches(tmp_path):
+def _smoke(out, *options):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, str(RUN), "--smoke", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=600, env=env,
+    command = [sys.executable, str(RUN), "--smoke", "--out", str(out), *options]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env,
                             check=False)
     assert result.returncode == 0, result.stderr[-3000:]
-    data = json.loads((tmp_path / "results.json").read_text())
-    cells = data["cells"]
+    return json.loads((out / "results.json").read_text())
+
+
+def test_quick_benchmark_smallest_sizes_run_and_pfor_matches(tmp_path):
+    cells = _smoke(tmp_path)["cells"]
     workloads = {c["workload"] for c in cells}
     assert workloads == {"linear", "mnist", "dynamic_lstm", "mnist_grads", "lstm_grads",
                          "vgg_jacobian", "lstm_jacobian"}
@@ -37,3 +43,18 @@ def test_quick_benchmark_smallest_sizes_run_and_pfor_matches(tmp_path):
         assert title in markdown
     for figure in ("inference", "gradients", "jacobians"):
         assert (tmp_path / f"{figure}.png").stat().st_size > 1000
+
+
+def test_jax_column_runs_and_matches_the_reference(tmp_path):
+    pytest.importorskip("jax")
+    # A conv net's per-example gradients, a per-example while loop, a jacobian.
+    chosen = {"mnist_grads", "dynamic_lstm", "lstm_jacobian"}
+    data = _smoke(tmp_path, "--no-plots", "--only", *sorted(chosen))
+    cells = [c for c in data["cells"] if c["impl"] == "jax.vmap (jit)"]
+    assert {c["workload"] for c in cells} == chosen
+    for cell in cells:
+        assert cell["status"] == "ok" and cell["max_rel_diff"] is not None, cell
+        assert cell["throughput"] > 0 and cell["first_s"] > 0, cell
+        assert "peak_bytes" not in cell, cell  # TensorFlow's allocator does not see JAX
+    assert data["meta"]["jax"].startswith("jax ")
+    assert "pfor / JAX" in (tmp_path / "results.md").read_text()
