@@ -158,7 +158,7 @@ class ConvertContext:
         return self._conversion.convert_subgraph(graph, inputs, outputs)
 
     def convert_function(self, graph, inputs: Sequence[Layout], *, positions=None,
-                         trial: bool = False) -> "Converted":
+                         trial: bool = False, outputs=None) -> "Converted":
         """Convert a function body into the current graph, which may be another
         function's (a branch of ``tf.cond``, a ``tf.while_loop`` body).
 
@@ -167,9 +167,11 @@ class ConvertContext:
         rows. Unlike ``convert_graph``, side effects are returned, not attached: the
         caller makes the function's outputs depend on them. ``trial=True`` converts
         only to learn the output layouts (into a graph that is thrown away).
+        ``outputs``: the tensors of ``graph`` to convert (default ``graph.outputs``);
+        ops that none of them needs are not converted.
         """
         child = self._conversion.child(positions, trial=trial)
-        outputs = child.convert_subgraph(graph, inputs)
+        outputs = child.convert_subgraph(graph, inputs, outputs)
         return Converted(outputs=outputs, side_effects=list(child.side_effects),
                          n=child.n, n_static=child.n_static)
 

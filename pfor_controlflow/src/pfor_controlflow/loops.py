@@ -22,7 +22,7 @@ import copy
 import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
-from pfor_controlflow import masking, trip_counts
+from pfor_controlflow import deferred_sums, masking, trip_counts
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import function_graph, scratch_graph, with_effects
 from pfor_controlflow.list_views import ListView
@@ -71,6 +71,9 @@ def _cond_is_stacked(loop) -> bool:
 
 def _run_invariant(loop, parallel):
     ctx = loop.ctx
+    deferred = {} if ctx.compiled or ctx.nested else deferred_sums.find(loop)
+    if deferred:
+        return _run_invariant_deferring(loop, parallel, deferred)
 
     def cond(*values):
         converted = ctx.convert_function(loop.cond, loop.layouts(values))
@@ -86,6 +89,52 @@ def _run_invariant(loop, parallel):
     result = tf.while_loop(cond, body, init, parallel_iterations=parallel,
                            shape_invariants=[loop.shape_of(k) for k in loop.carried])
     return loop.layouts(result if loop.carried else [])
+
+
+def _run_invariant_deferring(loop, parallel, deferred):
+    """``_run_invariant`` that keeps the operands of the ``deferred`` loop variables'
+    products step by step and sums them after the loop (deferred_sums.py)."""
+    ctx = loop.ctx
+    kept = [k for k in loop.carried if k not in deferred]
+    extra = [t for k in deferred for t in deferred_sums.operands(deferred[k])]
+    init = {k: stack_value(ctx, loop.inputs[k]) if loop.stacked[k] else loop.inputs[k].tensor
+            for k in loop.carried}
+
+    def all_values(values):
+        by_k = dict(zip(kept, values))
+        return [by_k.get(k, init[k]) for k in loop.carried]  # deferred ones: unread
+
+    def cond(values, arrays):
+        converted = ctx.convert_function(loop.cond, loop.layouts(all_values(values)))
+        return truth(with_effects([converted.outputs[0].tensor], converted.side_effects)[0])
+
+    def body(values, arrays):
+        outputs = [loop.body.inputs[k] if k in deferred else t
+                   for k, t in enumerate(loop.body.outputs)] + extra
+        converted = ctx.convert_function(loop.body, loop.layouts(all_values(values)),
+                                         outputs=outputs)
+        outs = [carried_out(loop, converted, k) for k in kept]
+        steps = [ctx.stack(v) for v in converted.outputs[len(loop.body.outputs):]]
+        arrays = [a.write(a.size(), v) for a, v in zip(arrays, steps)]
+        return with_effects(outs, converted.side_effects)[:-1], arrays
+
+    arrays = [tf.TensorArray(t.dtype, size=0, dynamic_size=True,
+                             element_shape=tf.TensorShape([ctx.n_static]).concatenate(t.shape))
+              for t in extra]
+    shapes = ([loop.shape_of(k) for k in kept], [tf.TensorShape(None) for _ in arrays])
+    values, arrays = tf.while_loop(cond, body, ([init[k] for k in kept], arrays),
+                                   parallel_iterations=parallel, shape_invariants=shapes)
+    result = dict(zip(kept, values))
+    arrays = iter(arrays)
+    for k, products in deferred.items():
+        mine = [next(arrays) for _ in range(2 * len(products))]
+        start = init[k]
+        result[k] = tf.cond(mine[0].size() > 0,
+                            lambda p=products, m=mine, s=start:
+                            s + deferred_sums.total(p, [a.stack() for a in m]),
+                            lambda s=start: s)
+        result[k].set_shape(loop.shape_of(k))
+    return loop.layouts([result[k] for k in loop.carried])
 
 
 def convert_while(ctx):

@@ -1,0 +1,103 @@
+"""Sums of matrix products over the steps of a loop, done once after it.
+
+The gradient of a weight a loop body uses is a loop variable that every step adds a
+product to: ``acc += a_t^T @ b_t``, with ``a_t`` one example's ``[1, p]`` input and
+``b_t`` its ``[1, q]`` output gradient. Vectorized per example, each step would add
+an outer product into a ``[n, p, q]`` accumulator, reading and writing all of it for
+a few multiply-adds per element. Instead the converted loop keeps each step's ``a_t``
+and ``b_t`` and, after the loop, one batched matmul over the concatenated steps gives
+every example's sum: ``[a_1 ... a_T]^T @ [b_1; ...; b_T]``. The same products, summed
+in another order, for ``(p + q) K`` stored numbers a step instead of ``p q``.
+
+``find`` picks the loop variables this applies to: stacked, read by nothing but the
+sum that makes the body's next value, every other term of which is a MatMul whose
+contracted dimension K is static and small (``K (p + q) <= p q``).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+_SUMS = ("AddN", "AddV2", "Add")
+
+
+def _source(tensor):
+    while tensor.op.type == "Identity":
+        tensor = tensor.op.inputs[0]
+    return tensor
+
+
+def _contracted(op):
+    """K of the MatMul ``op`` if it is static and the products are thin, else None."""
+    a, b = op.inputs[0].shape, op.inputs[1].shape
+    if a.rank != 2 or b.rank != 2:
+        return None
+    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+    k, p = (a[0], a[1]) if ta else (a[1], a[0])
+    q = b[0] if tb else b[1]
+    if k is None or p is None or q is None:
+        return None
+    return k if k * (p + q) <= p * q else None
+
+
+def _only_reader(tensor):
+    """The op that reads ``tensor``, through Identity ops, if it is the only one."""
+    readers = []
+    pending = list(tensor.consumers())
+    while pending:
+        op = pending.pop()
+        if op.type == "Identity":
+            pending.extend(op.outputs[0].consumers())
+        else:
+            readers.append(op)
+    return readers[0] if len(readers) == 1 else None
+
+
+def find(loop) -> dict:
+    """{loop variable: its MatMul terms} for the variables whose sums can wait."""
+    found = {}
+    for k in loop.carried:
+        into = loop.body.inputs[k]
+        if not loop.stacked[k] or not into.dtype.is_floating:
+            continue
+        if loop.cond.inputs[k].consumers():
+            continue
+        total = _source(loop.body.outputs[k]).op
+        if total.type not in _SUMS or _only_reader(into) is not total:
+            continue
+        terms = [_source(t).op for t in total.inputs]
+        own = [t for t in total.inputs if _source(t) is into]
+        products = [op for op in terms if op.type == "MatMul" and _contracted(op)]
+        if len(own) == 1 and len(products) == len(terms) - 1:
+            found[k] = products
+    return found
+
+
+def operands(products) -> list:
+    """The tensors to convert each step: both operands of every product."""
+    return [t for op in products for t in op.inputs]
+
+
+def _steps_together(steps, k_axis):
+    """``[T, n, d0, d1]`` per-step matrices, contracted over ``k_axis`` (0 or 1), as
+    ``[n, ...]`` matrices with the steps laid along that axis."""
+    shape = tf.shape(steps)
+    if k_axis == 0:
+        moved = tf.transpose(steps, [1, 0, 2, 3])  # [n, T, K, d1]
+        return tf.reshape(moved, tf.stack([shape[1], shape[0] * shape[2], shape[3]]))
+    moved = tf.transpose(steps, [1, 2, 0, 3])  # [n, d0, T, K]
+    return tf.reshape(moved, tf.stack([shape[1], shape[2], shape[0] * shape[3]]))
+
+
+def total(products, stacked_steps):
+    """The sum over steps of every product, per row: ``stacked_steps`` holds each
+    product's two operands, ``[T, n, ...]`` each."""
+    out = None
+    steps = iter(stacked_steps)
+    for op in products:
+        ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
+        a = _steps_together(next(steps), 0 if ta else 1)
+        b = _steps_together(next(steps), 1 if tb else 0)
+        term = tf.matmul(a, b, transpose_a=ta, transpose_b=tb)
+        out = term if out is None else out + term
+    return out

@@ -1,0 +1,94 @@
+"""Per-example weight gradients through loops: the per-step products are summed once
+after the loop (deferred_sums.py), and the result equals the loop of tapes."""
+
+from unittest import mock
+
+import numpy as np
+import tensorflow as tf
+from hypothesis import given, settings, strategies as st
+
+import pfor_core as pf
+from pfor_core import testing
+from pfor_controlflow import loops
+
+
+def _data(shape, seed):
+    return tf.random.stateless_normal(shape, seed=[seed, 11])
+
+
+def _deferred(body, n):
+    """The loop variables whose sums were deferred, per converted loop; checks the
+    result against the loop."""
+    found = []
+    run = loops._run_invariant_deferring  # pylint: disable=protected-access
+
+    def spy(loop, parallel, deferred):
+        found.append(len(deferred))
+        return run(loop, parallel, deferred)
+
+    with mock.patch.object(loops, "_run_invariant_deferring", spy):
+        testing.assert_matches_loop(body, n, rtol=1e-4, atol=1e-5)
+    return found
+
+
+@given(n=st.integers(1, 4), steps=st.integers(0, 4), d=st.integers(2, 4),
+       seed=st.integers(0, 5))
+@settings(max_examples=10)
+def test_weights_used_several_ways_in_a_loop(n, steps, d, seed):
+    """W enters the step three times (x @ W, W @ h, and W^T @ h): its gradient is a sum
+    of three products with different transposes, every one deferred."""
+    x = _data([n, d], seed)
+    w = _data([d, d], seed + 1) * 0.5
+    v = _data([d, d], seed + 2) * 0.5
+
+    def body(i):
+        xi = tf.gather(x, i)[None]  # [1, d]
+        with tf.GradientTape() as tape:
+            tape.watch([w, v])
+
+            def step(t, h):
+                h = tf.tanh(tf.matmul(h, w) + tf.transpose(tf.matmul(w, h, transpose_b=True))
+                            + tf.matmul(h, w, transpose_b=True) + tf.matmul(xi, v))
+                return t + 1, h
+
+            _, h = tf.while_loop(lambda t, h: t < steps, step, (0, xi))
+            loss = tf.reduce_sum(h * h)
+        return tape.gradient(loss, [w, v], unconnected_gradients="zero")
+
+    assert _deferred(body, n) == [2]  # the gradient loop: w's and v's sums
+
+
+def test_thick_products_are_not_deferred():
+    """Each example's rows here are 8 deep: the product is no outer product, so it is
+    accumulated step by step as before."""
+    x = _data([3, 8, 2], 0)
+    w = _data([2, 2], 1)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            _, h = tf.while_loop(lambda t, h: t < 3,
+                                 lambda t, h: (t + 1, tf.tanh(tf.matmul(h, w))), (0, xi))
+            loss = tf.reduce_sum(h)
+        return tape.gradient(loss, w)
+
+    assert _deferred(body, 3) == []
+
+
+def test_per_example_gradients_of_a_keras_lstm_defer_the_kernel_sums():
+    import keras  # pylint: disable=import-outside-toplevel
+    layer = keras.layers.LSTM(4)
+    layer.build((None, 5, 3))
+    x = _data([3, 5, 3], 2)
+
+    def body(i):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(tf.gather(x, i)[None]) ** 2)
+        return tape.gradient(loss, layer.trainable_variables)
+
+    assert _deferred(body, 3)  # at least the kernel and recurrent kernel
+    grads = pf.pfor(body, 3, fallback="error")
+    assert [g.shape for g in grads] == [(3,) + tuple(v.shape)
+                                        for v in layer.trainable_variables]
+    np.testing.assert_allclose(grads[0], testing.sequential(body, 3)[0], rtol=1e-4, atol=1e-5)
