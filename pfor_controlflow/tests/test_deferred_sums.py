@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_controlflow import loops
+from pfor_controlflow import deferred_sums, loops
 
 
 def _data(shape, seed):
@@ -92,3 +92,34 @@ def test_per_example_gradients_of_a_keras_lstm_defer_the_kernel_sums():
     assert [g.shape for g in grads] == [(3,) + tuple(v.shape)
                                         for v in layer.trainable_variables]
     np.testing.assert_allclose(grads[0], testing.sequential(body, 3)[0], rtol=1e-4, atol=1e-5)
+
+
+@given(trips=st.lists(st.integers(0, 5), min_size=1, max_size=5), seed=st.integers(0, 5))
+@settings(max_examples=10)
+def test_weights_in_a_loop_with_per_iteration_trip_counts(trips, seed):
+    """Each row's products are put at its own steps (zeros after it finished, or for a
+    row that never ran) before the one batched matmul."""
+    n = len(trips)
+    x = _data([n, 3], seed)
+    w = _data([3, 4], seed + 1) * 0.5
+    u = _data([4, 3], seed + 2) * 0.5
+    limits = tf.constant(trips)
+
+    def body(i):
+        xi = tf.gather(x, i)[None]
+        with tf.GradientTape() as tape:
+            tape.watch([w, u])
+
+            def step(t, h):
+                return t + 1, tf.tanh(tf.matmul(tf.tanh(tf.matmul(h, w)), u)) + xi
+
+            _, h = tf.while_loop(lambda t, h: t < tf.gather(limits, i), step, (0, xi))
+            loss = tf.reduce_sum(h * h)
+        return tape.gradient(loss, [w, u], unconnected_gradients="zero")
+
+    found = []
+    find = deferred_sums.find
+    with mock.patch.object(deferred_sums, "find", lambda loop: found.append(
+            len(find(loop))) or find(loop)):
+        testing.assert_matches_loop(body, n, rtol=1e-4, atol=1e-5)
+    assert 2 in found  # the gradient loop: w's and u's sums

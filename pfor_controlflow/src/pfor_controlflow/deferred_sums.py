@@ -101,3 +101,44 @@ def total(products, stacked_steps):
         term = tf.matmul(a, b, transpose_a=ta, transpose_b=tb)
         out = term if out is None else out + term
     return out
+
+
+class RowSteps:
+    """The operands of a loop whose iterations run their own number of steps: each
+    step writes the active rows' operands with their row and step numbers; the sums
+    put every row's steps in place, with zeros where a row did not run (a row runs
+    from step 0 until it finishes)."""
+
+    def __init__(self, extra):
+        self.specs = ([(tf.int32, tf.TensorShape([]))] * 2
+                      + [(t.dtype, t.shape) for t in extra])
+
+    def start(self):
+        return [tf.TensorArray(dtype, size=0, dynamic_size=True, infer_shape=False,
+                               element_shape=tf.TensorShape([None]).concatenate(shape))
+                for dtype, shape in self.specs]
+
+    @staticmethod
+    def record(arrays, step, rows, values):
+        pieces = [rows, tf.fill(tf.shape(rows), step)] + list(values)
+        return [a.write(step, v) for a, v in zip(arrays, pieces)]
+
+    @staticmethod
+    def totals(deferred, arrays, steps, n, init):
+        """{loop variable: ``init`` plus its sum over every row's steps}."""
+        operands = iter(arrays[2:])
+        out = {}
+        for k, products in deferred.items():
+            mine = [next(operands) for _ in range(2 * len(products))]
+
+            def run(products=products, mine=mine, start=init[k]):
+                where = tf.stack([arrays[1].concat(), arrays[0].concat()], 1)
+                padded = []
+                for array in mine:
+                    values = array.concat()
+                    shape = tf.concat([tf.stack([steps, n]), tf.shape(values)[1:]], 0)
+                    padded.append(tf.scatter_nd(where, values, shape))
+                return start + total(products, padded)
+
+            out[k] = tf.cond(steps > 0, run, lambda start=init[k]: start)
+        return out

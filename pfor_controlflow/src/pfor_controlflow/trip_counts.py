@@ -24,6 +24,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import Invariant, Stacked
+from pfor_controlflow import deferred_sums
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import select_rows, with_effects
 from pfor_controlflow.list_views import ListView, right_align
@@ -36,9 +37,10 @@ _LENGTH = tf.raw_ops.TensorListLength
 class _Kinds:
     """The loop's variables sorted by how a per-iteration loop carries them."""
 
-    def __init__(self, loop):
+    def __init__(self, loop, deferred=()):
         variant = [t.dtype == tf.variant for t in loop.body.inputs]
-        self.rows = [k for k in loop.carried if loop.stacked[k] and not variant[k]]
+        self.rows = [k for k in loop.carried if loop.stacked[k] and not variant[k]
+                     and k not in deferred]  # deferred sums: deferred_sums.py
         self.lists = [k for k in loop.carried if loop.stacked[k] and variant[k]]
         self.changing = [k for k in loop.carried if not loop.stacked[k]]
         # Per-iteration values read from outside the loop, compacted with the rows.
@@ -92,8 +94,13 @@ class _Finished:
 
 
 def run_subset(loop, parallel):
-    ctx, kinds = loop.ctx, _Kinds(loop)
+    ctx, deferred = loop.ctx, deferred_sums.find(loop)
+    kinds = _Kinds(loop, deferred)
     init, active = _initial(loop)
+    extra = [t for k in deferred for t in deferred_sums.operands(deferred[k])]
+    outputs = [loop.body.inputs[k] if k in deferred else t
+               for k, t in enumerate(loop.body.outputs)] + extra
+    row_steps = deferred_sums.RowSteps(extra)
     rows = tf.cast(tf.where(active)[:, 0], tf.int32)
     carry = ([tf.gather(init[k], rows) for k in kinds.rows]
              + [tf.gather(loop.inputs[k].tensor, rows) for k in kinds.outside])
@@ -108,11 +115,16 @@ def run_subset(loop, parallel):
             values[k] = ListView(tensor=handle, width=ctx.n, rows=rows)
         for k, value in zip(kinds.changing, changing):
             values[k] = Invariant(tensor=value)
+        for k in deferred:
+            values[k] = Stacked(tensor=init[k])  # unread: only its sum reads it
         return values
 
-    def body(step, rows, carry, lists, changing, arrays):
+    def body(step, rows, carry, lists, changing, arrays, steps):
         converted = ctx.convert_function(loop.body, layouts(rows, carry, lists, changing),
-                                         positions=rows)
+                                         positions=rows, outputs=outputs)
+        base = len(loop.body.outputs)
+        steps = row_steps.record(steps, step, rows, [converted.stacked(base + j)
+                                                     for j in range(len(extra))])
         carry = ([carried_out(loop, converted, k) for k in kinds.rows]
                  + carry[len(kinds.rows):])
         lists = [list_out(converted, k).tensor for k in kinds.lists]
@@ -131,18 +143,19 @@ def run_subset(loop, parallel):
         kept = [rows] + carry
         kept = tf.cond(tf.reduce_any(done), lambda: [tf.boolean_mask(t, still) for t in kept],
                        lambda: kept)
-        return step + 1, kept[0], kept[1:], lists, changing, arrays
+        return step + 1, kept[0], kept[1:], lists, changing, arrays, steps
 
-    arrays = finished.start()
+    arrays, steps = finished.start(), row_steps.start()
     shapes = (tf.TensorShape([]), tf.TensorShape([None]),
               [tf.TensorShape([None]).concatenate(loop.body.inputs[k].shape)
                for k in kinds.rows + kinds.outside],
               [tf.TensorShape([]) for _ in kinds.lists],
               [loop.body.inputs[k].shape for k in kinds.changing],
-              [tf.TensorShape([]) for _ in arrays])  # TensorArrays: their flows
+              [tf.TensorShape([]) for _ in arrays],  # TensorArrays: their flows
+              [tf.TensorShape([]) for _ in steps])
     start = (tf.constant(0), rows, carry, [init[k] for k in kinds.lists],
-             [init[k] for k in kinds.changing], arrays)
-    _, _, _, lists, _, arrays = tf.while_loop(
+             [init[k] for k in kinds.changing], arrays, steps)
+    count, _, _, lists, _, arrays, steps = tf.while_loop(
         lambda step, rows, *_: tf.size(rows) > 0, body, start,
         parallel_iterations=parallel, shape_invariants=shapes)
     ids, *values = finished.finish(arrays, ctx.n)
@@ -154,6 +167,9 @@ def run_subset(loop, parallel):
         return out
 
     layouts = loop.layouts([init[k] for k in loop.carried])
+    for k, value in row_steps.totals(deferred, steps, count, ctx.n, init).items():
+        value.set_shape(loop.shape_of(k))
+        layouts[k] = Stacked(tensor=value)
     values = iter(values)
     for k in kinds.rows + kinds.changing:
         base = init[k] if loop.stacked[k] else ctx.stack(loop.inputs[k])
