@@ -93,6 +93,8 @@ UNARY = {
     "ZerosLike": (lambda x: tf.raw_ops.ZerosLike(x=x), NUMERIC, "any"),
     "BesselI0e": (tf.math.special.bessel_i0e, FLOATS, "any"),
     "BesselI1e": (tf.math.special.bessel_i1e, FLOATS, "any"),
+    "Bucketize": (lambda x: tf.raw_ops.Bucketize(input=x, boundaries=[-2.0, -0.5, 0.0, 1.5]),
+                  NUMERIC, "any"),
 }
 
 
@@ -120,6 +122,7 @@ BINARY = {
         "FloorMod": (tf.math.floormod, ("any", "nonzero")),
         "TruncateDiv": (tf.truncatediv, ("any", "nonzero")),
         "TruncateMod": (tf.truncatemod, ("any", "nonzero")),
+        "Mod": (_raw("Mod"), ("any", "nonzero")),
     }),
     "float": (FLOATS, {
         "MulNoNan": (tf.math.multiply_no_nan, ("any", "maybe0")),

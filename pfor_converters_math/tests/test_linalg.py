@@ -225,6 +225,19 @@ def test_tensor_diag_and_diag_part(data):
         check(data, tf.linalg.tensor_diag_part, [square], stacked=[True], n=n)
 
 
+@settings(max_examples=30)
+@given(st.data())
+def test_cross_product(data):
+    """Either operand may be invariant (it is then tiled: the kernel does not broadcast)."""
+    lead = data.draw(st.lists(st.integers(0, 3), max_size=2))
+    dtype = data.draw(st.sampled_from(FLOATS + [tf.int32]))
+    stacked = data.draw(st.sampled_from(testing.invariance_combinations(2)))
+    n = data.draw(iters)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    a, b = (tf.cast(rng.integers(-5, 6, size=[n] * s + lead + [3]), dtype) for s in stacked)
+    check(data, tf.linalg.cross, [a, b], stacked=list(stacked), n=n)
+
+
 def test_register_batch_polymorphic_in_process():
     """A third party marks an op the core packs do not convert (BandedTriangularSolve)
     as batch-polymorphic; it converts with no fallback, and removing it restores the

@@ -21,12 +21,12 @@ UNARY = (
     "Tanh", "Asinh", "Acosh", "Atanh", "Floor", "Ceil", "Round", "Rint", "Erf", "Erfc",
     "Erfinv", "Ndtri", "Lgamma", "Digamma", "Sigmoid", "IsNan", "IsInf", "IsFinite",
     "LogicalNot", "Cast", "Real", "Imag", "Conj", "ComplexAbs", "Angle", "Invert",
-    "PopulationCount", "OnesLike", "ZerosLike", "BesselI0e", "BesselI1e",
+    "PopulationCount", "OnesLike", "ZerosLike", "BesselI0e", "BesselI1e", "Bucketize",
 )
 
 BINARY = (
     "AddV2", "Add", "Sub", "Mul", "MulNoNan", "Div", "DivNoNan", "RealDiv", "FloorDiv",
-    "FloorMod", "TruncateDiv", "TruncateMod", "Pow", "Maximum", "Minimum",
+    "FloorMod", "TruncateDiv", "TruncateMod", "Mod", "Pow", "Maximum", "Minimum",
     "SquaredDifference", "Atan2", "Xdivy", "Xlogy", "Xlog1py", "Equal", "NotEqual", "Less",
     "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr", "BitwiseAnd",
     "BitwiseOr", "BitwiseXor", "LeftShift", "RightShift", "Igamma", "Igammac", "Zeta",

@@ -11,6 +11,10 @@ MatrixSolveLs, ...) get invariant batched inputs tiled; two cheaper special case
 - A solve of an invariant matrix against stacked right-hand sides factors the matrix
   once: the per-iteration right-hand sides become extra columns ``[M, n*K]``.
 
+Cross (the cross product over the last axis) takes two equal shapes and does not
+broadcast, so an invariant operand is tiled to the stacked shape, as for the elementwise
+family's equal-shape kernels.
+
 Diag / DiagPart (the rank-2k tensor diagonal) become MatrixDiag / MatrixDiagPart on a
 flattened view: ``Diag(x) = reshape(MatrixDiag(flatten(x)), shape + shape)``.
 
@@ -25,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from pfor_core import Invariant, Stacked, patterns, shapes
+from pfor_converters_math.elementwise import same_shape
 
 # Ops whose every input carries the (same) leading batch axes.
 _ALL_BATCHED = (
@@ -153,3 +158,4 @@ def register(registry):
     registry.add("MatrixSolveLs", convert_solve_columns, inputs="USU")
     registry.add("Diag", convert_diag, inputs="S")
     registry.add("DiagPart", convert_diag_part, inputs="S")
+    registry.add("Cross", same_shape, inputs="**")

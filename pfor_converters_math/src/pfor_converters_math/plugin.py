@@ -5,8 +5,8 @@ import importlib
 import pfor_core as pf
 
 # One module per op family; each has ``register(registry)``.
-MODULES = ("elementwise", "reductions", "matmul", "linalg", "shape_ops", "slicing",
-           "joining", "sorting", "segments")
+MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_ops",
+           "slicing", "joining", "sorting", "segments", "checks", "fft", "parsing")
 
 
 @pf.hookimpl
