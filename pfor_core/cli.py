@@ -116,12 +116,13 @@ def _op_rows(registry, pack: str | None) -> list[dict]:
     rows = []
     for op_type in registry.op_types():
         entries = registry.entries(op_type)
-        described = [_describe(e, k, entries[:k]) for k, e in enumerate(entries)]
+        described = [_describe(e, k, [b for b in entries[:k] if not b.narrow])
+                     for k, e in enumerate(entries)]
         if pack is not None:
             described = [d for d in described if normalize(d["pack"]) == normalize(pack)]
             if not described:
                 continue
-        winner = entries[0]
+        winner = registry.winner(op_type)
         rows.append({"op_type": op_type, "pack": winner.pack, "version": winner.version,
                      "converter": winner.name, "inputs": winner.inputs,
                      "priority": winner.priority, "entries": described})
@@ -129,7 +130,9 @@ def _op_rows(registry, pack: str | None) -> list[dict]:
 
 
 def _describe(entry, rank: int, better) -> dict:
-    if rank == 0:
+    if entry.narrow:
+        status = "narrow"  # first, but only for its own pack's layouts
+    elif not better:
         status = "winner"
     elif any(_covers(b.inputs, entry.inputs) for b in better):
         status = "shadowed"

@@ -31,6 +31,9 @@ class ConverterEntry:
     pack: str
     version: str
     seq: int  # registration order; later wins among equals
+    # Takes only values of its own pack's layout types (e.g. a view) and declines the
+    # rest: it goes first, but listings name the next converter as the op's owner.
+    narrow: bool = False
 
     @property
     def specificity(self) -> int:
@@ -81,7 +84,8 @@ class Registry:
         self.packs: list = []  # PackInfo records, filled by plugins.load_packs
 
     def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
-            priority: int = 0, pack: str = IN_PROCESS, version: str = "") -> None:
+            priority: int = 0, pack: str = IN_PROCESS, version: str = "",
+            narrow: bool = False) -> None:
         if not callable(fn):
             raise TypeError(f"converter must be callable, got {type(fn).__name__}")
         check_pattern(inputs)
@@ -93,7 +97,8 @@ class Registry:
             if not isinstance(op_type, str) or not op_type:
                 raise TypeError(f"op_type must be a TensorFlow op-type string, got {op_type!r}")
             entry = ConverterEntry(op_type=op_type, fn=fn, inputs=inputs, priority=priority,
-                                   pack=pack, version=version, seq=next(self._seq))
+                                   pack=pack, version=version, seq=next(self._seq),
+                                   narrow=narrow)
             self._entries.setdefault(op_type, []).append(entry)
         self._cache.clear()
 
@@ -150,9 +155,10 @@ class Registry:
         return out
 
     def winner(self, op_type: str) -> ConverterEntry | None:
-        """The entry tried first for an op type (for listings)."""
+        """The entry tried first for an op type, narrow ones aside (for listings)."""
         entries = self.entries(op_type)
-        return entries[0] if entries else None
+        broad = [e for e in entries if not e.narrow]
+        return (broad or entries or [None])[0]
 
 
 class PackRegistrar:
@@ -168,11 +174,13 @@ class PackRegistrar:
         self.count = 0
 
     def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
-            priority: int = 0) -> None:
-        """Register ``fn(ctx)`` for each op type in ``op_types``."""
+            priority: int = 0, narrow: bool = False) -> None:
+        """Register ``fn(ctx)`` for each op type in ``op_types``. ``narrow=True``: ``fn``
+        takes only values of this pack's own layout types and declines the rest, so
+        listings still name the general converter as the op's owner."""
         op_types = [op_types] if isinstance(op_types, str) else list(op_types)
         self._registry.add(op_types, fn, inputs=inputs, priority=priority,
-                           pack=self.pack, version=self.version)
+                           pack=self.pack, version=self.version, narrow=narrow)
         self.count += len(op_types)
 
     def dispatch_invariant(self, op_types: str | Iterable[str]) -> None:

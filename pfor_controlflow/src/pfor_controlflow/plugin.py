@@ -11,7 +11,8 @@ def pfor_converter_api_version():
 @pf.hookimpl
 def pfor_register_converters(registry):
     from pfor_controlflow import (calls, conditionals, list_views, loops, optionals,
-                                  tensor_lists)
+                                  row_views, tensor_lists)
 
-    for module in (calls, conditionals, loops, tensor_lists, list_views, optionals):
+    for module in (calls, conditionals, loops, tensor_lists, list_views, optionals,
+                   row_views):
         module.register(registry)

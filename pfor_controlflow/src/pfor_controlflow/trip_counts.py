@@ -24,10 +24,11 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import Invariant, Stacked
-from pfor_controlflow import deferred_sums
+from pfor_controlflow import deferred_sums, row_views
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import select_rows, with_effects
 from pfor_controlflow.list_views import ListView, right_align
+from pfor_controlflow.row_views import RowView
 from pfor_controlflow.loop_vars import (carried_out, list_out, pushed_by, pushes_per_step,
                                         stack_value, starts_empty)
 
@@ -43,9 +44,13 @@ class _Kinds:
                      and k not in deferred]  # deferred sums: deferred_sums.py
         self.lists = [k for k in loop.carried if loop.stacked[k] and variant[k]]
         self.changing = [k for k in loop.carried if not loop.stacked[k]]
-        # Per-iteration values read from outside the loop, compacted with the rows.
-        self.outside = [k for k, p in enumerate(loop.passed)
-                        if p and loop.inputs[k].is_stacked and not variant[k]]
+        # Per-iteration values read from outside the loop: compacted with the rows,
+        # or seen through a row view where the body reads one item of them.
+        outside = [k for k, p in enumerate(loop.passed)
+                   if p and loop.inputs[k].is_stacked and not variant[k]]
+        self.viewed = [k for k in outside
+                       if row_views.only_read_by_item(loop.body, loop.body.inputs[k])]
+        self.outside = [k for k in outside if k not in self.viewed]
 
 
 def _initial(loop):
@@ -117,6 +122,8 @@ def run_subset(loop, parallel):
             values[k] = Invariant(tensor=value)
         for k in deferred:
             values[k] = Stacked(tensor=init[k])  # unread: only its sum reads it
+        for k in kinds.viewed:
+            values[k] = RowView(base=loop.inputs[k].tensor, rows=rows)
         return values
 
     def body(step, rows, carry, lists, changing, arrays, steps):
