@@ -12,7 +12,8 @@ the stacked shape first (the kernel leaves no cheaper choice).
 
 from __future__ import annotations
 
-from pfor_core import Stacked, patterns
+from pfor_core import Stacked
+from pfor_converters_nn.unfolded import before_unfold
 
 ACTIVATIONS = ["Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Softplus", "Softsign"]
 
@@ -22,6 +23,12 @@ LAST_AXIS = ["Softmax", "LogSoftmax"]
 
 GRADIENTS = ["ReluGrad", "Relu6Grad", "EluGrad", "SeluGrad", "LeakyReluGrad",
              "SoftplusGrad", "SoftsignGrad"]
+
+
+def convert_activation(ctx):
+    """Elementwise: the stacked tensor through the same op (before an unfolding
+    reshape, so that grappler can fuse it with the folded op: see unfolded.py)."""
+    return Stacked(tensor=before_unfold(ctx.inputs[0].tensor, lambda t: ctx.emit(t)[0]))
 
 
 def convert_last_axis(ctx):
@@ -40,6 +47,6 @@ def convert_equal_shapes(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add(ACTIVATIONS, patterns.elementwise, inputs="S")
+    registry.add(ACTIVATIONS, convert_activation, inputs="S")
     registry.add(LAST_AXIS, convert_last_axis, inputs="S")
     registry.add(GRADIENTS, convert_equal_shapes, inputs="**")

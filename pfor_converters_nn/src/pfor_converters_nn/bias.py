@@ -13,6 +13,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import Stacked, shapes
+from pfor_converters_nn.unfolded import before_unfold
 
 
 def convert_bias_add(ctx):
@@ -22,7 +23,8 @@ def convert_bias_add(ctx):
         return ctx.decline("the value's rank is unknown")
     channels_first = ctx.attr("data_format") in (b"NCHW", "NCHW")
     if value.is_stacked and not bias.is_stacked and not channels_first:
-        return Stacked(tensor=ctx.emit(value.tensor, bias.tensor)[0])
+        return Stacked(tensor=before_unfold(
+            value.tensor, lambda t: ctx.emit(t, bias.tensor)[0]))
     # Per-iteration bias shape [C] placed on the channel axis: [C, 1, ..., 1] for
     # channels-first (axis 1 of each iteration), plain [C] for channels-last.
     trailing = rank - 2 if channels_first else 0
