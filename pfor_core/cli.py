@@ -116,7 +116,7 @@ def _op_rows(registry, pack: str | None) -> list[dict]:
     rows = []
     for op_type in registry.op_types():
         entries = registry.entries(op_type)
-        described = [_describe(e, k, [b for b in entries[:k] if not b.narrow])
+        described = [_describe(e, [b for b in entries[:k] if not b.narrow])
                      for k, e in enumerate(entries)]
         if pack is not None:
             described = [d for d in described if normalize(d["pack"]) == normalize(pack)]
@@ -129,7 +129,8 @@ def _op_rows(registry, pack: str | None) -> list[dict]:
     return rows
 
 
-def _describe(entry, rank: int, better) -> dict:
+def _describe(entry, better) -> dict:
+    """``entry``'s listing; ``better``: the broad entries tried before it."""
     if entry.narrow:
         status = "narrow"  # first, but only for its own pack's layouts
     elif not better:

@@ -113,10 +113,10 @@ def test_alternative_is_not_shadowed():
         return ConverterEntry(op_type="Op", fn=len, inputs=inputs, priority=0, pack="p",
                               version="", seq=0)
 
-    assert cli._describe(entry("SU"), 1, [entry("S*")])["status"] == "shadowed"
-    assert cli._describe(entry("S*"), 1, [entry("SU")])["status"] == "alternative"
-    assert cli._describe(entry("SSSSSSSS"), 1, [entry("SU")])["status"] == "alternative"
-    assert cli._describe(entry("SS..."), 1, [entry("S...")])["status"] == "shadowed"
+    assert cli._describe(entry("SU"), [entry("S*")])["status"] == "shadowed"
+    assert cli._describe(entry("S*"), [entry("SU")])["status"] == "alternative"
+    assert cli._describe(entry("SSSSSSSS"), [entry("SU")])["status"] == "alternative"
+    assert cli._describe(entry("SS..."), [entry("S...")])["status"] == "shadowed"
 
 
 def test_missing_lists_tf_ops_we_do_not_convert(capsys):

@@ -28,9 +28,9 @@ from pfor_controlflow import deferred_sums, row_views
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import select_rows, with_effects
 from pfor_controlflow.list_views import ListView, right_align
-from pfor_controlflow.row_views import RowView
 from pfor_controlflow.loop_vars import (carried_out, list_out, pushed_by, pushes_per_step,
                                         stack_value, starts_empty)
+from pfor_controlflow.row_views import RowView
 
 _LENGTH = tf.raw_ops.TensorListLength
 
