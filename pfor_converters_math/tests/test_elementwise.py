@@ -447,3 +447,20 @@ def test_invariant_input_of_higher_rank_than_stacked(iters):
     testing.check_op(tf.math.squared_difference, [x, w], stacked=[True, False], n=iters)
     testing.check_op(lambda a, b: tf.where(a > 0, b, a), [x, w], stacked=[True, False],
                      n=iters)
+
+
+def test_gradient_of_an_invariant_output_broadcasts_it():
+    """In a jacobian the forward tanh/sigmoid output is invariant and the incoming
+    gradient stacked: the gradient is formed by broadcasting, no tiling of y."""
+    import pfor_core as pf  # pylint: disable=import-outside-toplevel
+    w = tf.constant(np.random.default_rng(0).normal(size=[5, 5]), tf.float32)
+    x = tf.constant(np.linspace(-1.0, 1.0, 5), tf.float32)
+    f = lambda v: tf.sigmoid(tf.tanh(tf.linalg.matvec(w, v)))  # noqa: E731
+    fn = tf.function(lambda: pf.jacobian(f, x, fallback="error"))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = f(x)
+    np.testing.assert_allclose(fn(), tape.jacobian(y, x, experimental_use_pfor=False),
+                               rtol=1e-5, atol=1e-6)
+    ops = {op.type for op in fn.get_concrete_function().graph.get_operations()}
+    assert not ops & {"TanhGrad", "SigmoidGrad", "BroadcastTo", "Tile"}, ops

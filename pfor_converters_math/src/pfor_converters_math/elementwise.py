@@ -76,6 +76,19 @@ def same_shape(ctx):
     return [Stacked(tensor=t) for t in ctx.emit(*tensors)]
 
 
+# With the output y invariant (a forward pass computed once, as in a jacobian) and the
+# incoming gradient stacked, the kernel's own formula broadcasts y instead of tiling it.
+_FROM_OUTPUT = {
+    "TanhGrad": lambda y, dy: dy * (1 - y * y),
+    "SigmoidGrad": lambda y, dy: dy * (y * (1 - y)),
+}
+
+
+def convert_grad_of_invariant_output(ctx):
+    y, dy = ctx.inputs
+    return Stacked(tensor=_FROM_OUTPUT[ctx.op_type](y.tensor, dy.tensor))
+
+
 def convert_betainc(ctx):
     """Betainc takes equal shapes or scalars: broadcast all but invariant scalars."""
     tensors = _broadcast_all(ctx, keep_scalars=True)
@@ -150,5 +163,6 @@ def register(registry):
     registry.add("Select", convert_select, inputs="***")
     registry.add("ClipByValue", convert_clip, inputs="***")
     registry.add(SAME_SHAPE, same_shape, inputs="**")
+    registry.add(list(_FROM_OUTPUT), convert_grad_of_invariant_output, inputs="US")
     registry.add("Betainc", convert_betainc, inputs="***")
     registry.add("AddN", convert_add_n, inputs="*...")
