@@ -55,7 +55,23 @@ def reshape(tensor: tf.Tensor, parts: list) -> tf.Tensor:
 def merge_leading(tensor: tf.Tensor, count: int = 2, n=None) -> tf.Tensor:
     """Fold the first ``count`` dimensions into one: [n, b, ...] -> [n*b, ...]."""
     d = dims(tensor, n)
-    return reshape(tensor, [product(d[:count])] + d[count:])
+    merged = [product(d[:count])] + d[count:]
+    source = _reshaped_from(tensor)
+    if source is not None and all(isinstance(x, int) for x in merged) and (
+            source.shape.as_list() == merged):
+        # The value was just split from this very shape (a folded op's output): use it
+        # as it was, so that the ops stay adjacent for grappler's and oneDNN's rewrites.
+        return source
+    return reshape(tensor, merged)
+
+
+def _reshaped_from(tensor):
+    """The input of the Reshape that made ``tensor`` in the current graph, or None."""
+    op = getattr(tensor, "op", None)
+    if op is None or op.type != "Reshape" or op.graph is not tf.compat.v1.get_default_graph():
+        return None
+    source = op.inputs[0]
+    return source if source.shape.is_fully_defined() else None
 
 
 def split_leading(tensor: tf.Tensor, n) -> tf.Tensor:

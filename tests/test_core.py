@@ -228,3 +228,19 @@ def test_vmap_nested_in_axes_and_chunk_size():
     testing.assert_allclose(out["t"], b)
     g((a + 1.0, b), tf.constant(2.0))
     assert g.trace_count == 1
+
+
+def test_merge_leading_of_a_split_value_is_the_value_itself():
+    from pfor_core import shapes  # pylint: disable=import-outside-toplevel
+
+    @tf.function
+    def run(x):
+        split = tf.reshape(x, [2, 3, 4])
+        merged = shapes.merge_leading(split, 2)
+        assert merged is x  # no second reshape
+        other = shapes.merge_leading(tf.reshape(x, [3, 2, 4]) * 1.0, 2)
+        assert other.op.type == "Reshape"
+        return merged, other
+
+    merged, other = run(tf.reshape(tf.range(24.0), [6, 4]))
+    np.testing.assert_array_equal(merged, other)

@@ -46,3 +46,22 @@ def test_conv_bias_relu_stay_adjacent():
     (add,), (relu,) = _op(graph, "BiasAdd"), _op(graph, "Relu")
     assert add.inputs[0].op.type == "Conv2D"  # no reshape between: fusable
     assert relu.inputs[0].op is add
+
+
+def test_pooling_gradient_reads_the_forward_ops_directly():
+    """Folding a value that was just unfolded from that very shape gives back the
+    folded tensor: MaxPoolGrad then reads MaxPool's output itself (no reshape pair),
+    which oneDNN's rewrite of the pair needs."""
+    x = tf.random.stateless_normal([4, 6, 6, 2], seed=[0, 1])
+    kernel = tf.Variable(tf.random.stateless_normal([3, 3, 2, 3], seed=[2, 1]))
+
+    def body(i):
+        with tf.GradientTape() as tape:
+            y = tf.nn.relu(tf.nn.conv2d(tf.gather(x, i)[None], kernel, 1, "SAME"))
+            loss = tf.reduce_sum(tf.nn.max_pool2d(y, 2, 2, "VALID") ** 2)
+        return tape.gradient(loss, kernel)
+
+    testing.assert_matches_loop(body, 4)
+    fn = tf.function(lambda: pf.pfor(body, 4, fallback="error"))
+    (grad,) = _op(fn.get_concrete_function().graph, "MaxPoolGrad")
+    assert [t.op.type for t in grad.inputs[:2]] == ["Relu", "MaxPool"]
