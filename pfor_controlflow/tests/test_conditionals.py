@@ -97,13 +97,18 @@ def test_cond_inside_while_inside_cond():
     testing.assert_matches_loop(body, 6, graph=True)
 
 
-def test_side_effects_in_a_branch_run_for_the_rows_that_take_it():
-    x = _data(5)
-    v = tf.Variable(0.0)
-
+def _adding_in_one_branch(x, v):
+    """Rows whose first value is positive add their second to ``v``."""
     def body(i):
         xi = tf.gather(x, i)
         return tf.cond(xi[0] > 0, lambda: v.assign_add(xi[1]) * 0 + xi[1], lambda: xi[1])
+    return body
+
+
+def test_side_effects_in_a_branch_run_for_the_rows_that_take_it():
+    x = _data(5)
+    v = tf.Variable(0.0)
+    body = _adding_in_one_branch(x, v)
 
     out = pf.pfor(body, 5, fallback="error")
     expected = sum(float(r[1]) for r in x.numpy() if r[0] > 0)
@@ -210,12 +215,8 @@ def test_stacked_predicate_inside_an_outer_pfor():
 
 
 def test_effects_in_a_branch_that_must_run_masked_are_a_clear_error():
-    x = _data(5)
     v = tf.Variable(0.0)
-
-    def body(i):
-        xi = tf.gather(x, i)
-        return tf.cond(xi[0] > 0, lambda: v.assign_add(xi[1]) * 0 + xi[1], lambda: xi[1])
+    body = _adding_in_one_branch(_data(5), v)
 
     compiled = tf.function(lambda: pf.pfor(body, 5, fallback="error"), jit_compile=True)
     with pytest.raises(pf.ConversionError, match="under XLA must run masked.*AssignAdd"):

@@ -65,27 +65,24 @@ def test_per_row_index_into_each_sequence():
     assert _views_read(body, 4) > 0
 
 
-def test_a_value_read_whole_is_compacted_with_the_rows():
+def _step_loop(step_value):
+    """Three sequences, each summed over its own number of steps by ``step_value(x, t)``."""
     seqs = _sequences(3)
     limits = tf.constant([2, 0, 3])
 
     def body(i):
         x = tf.gather(seqs, i)
         return tf.while_loop(lambda t, h: t < tf.gather(limits, i),
-                             lambda t, h: (t + 1, h + tf.reduce_sum(x, 0) + x[t]),
+                             lambda t, h: (t + 1, h + step_value(x, t)),
                              (0, tf.zeros([3])))[1]
+    return body
 
+
+def test_a_value_read_whole_is_compacted_with_the_rows():
+    body = _step_loop(lambda x, t: tf.reduce_sum(x, 0) + x[t])
     assert _views_read(body, 3) == 0  # x is also read whole: no view
 
 
 def test_a_slice_of_several_items_reads_the_view_whole():
-    seqs = _sequences(3)
-    limits = tf.constant([2, 0, 3])
-
-    def body(i):
-        x = tf.gather(seqs, i)
-        return tf.while_loop(lambda t, h: t < tf.gather(limits, i),
-                             lambda t, h: (t + 1, h + tf.reduce_sum(x[t:t + 2], 0)),
-                             (0, tf.zeros([3])))[1]
-
+    body = _step_loop(lambda x, t: tf.reduce_sum(x[t:t + 2], 0))
     assert _views_read(body, 3) == 0  # declined: the plain converter gathers the rows
