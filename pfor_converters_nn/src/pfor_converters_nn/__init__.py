@@ -1,3 +1,3 @@
 """pfor converter pack for nn ops (no converters yet: see the pack's issue)."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
