@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import checks
+from pfor_core import checks, staging
 from pfor_core import autograph
 from pfor_core.context import broadcast_invariant
 from pfor_core.plugins import default_registry
@@ -36,11 +36,7 @@ def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
     loop_fn = autograph.convert_user_fn(loop_fn, autograph.caller_status())
     if tf.executing_eagerly():
         n_static = checks.iters(iters, eager=True)
-        run = tf.function(lambda: build(loop_fn, n_static, options), autograph=False)
-        # Each eager call converts anew by design (pf.vmap caches); TF's retracing
-        # warning would only be noise here.
-        run._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
-        return checks.run_eagerly(run)
+        return staging.call(staging.graph_function(lambda: build(loop_fn, n_static, options)))
     return build(loop_fn, iters, options)
 
 

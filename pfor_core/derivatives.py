@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import api, autograph, checks
+from pfor_core import api, autograph, checks, staging
 
 _ZERO = tf.UnconnectedGradients.ZERO
 
@@ -23,9 +23,7 @@ def _in_graph(fn, *args):
     inside can watch them)."""
     if not tf.executing_eagerly():
         return fn(*args)
-    run = tf.function(fn, autograph=False)
-    run._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
-    return checks.run_eagerly(lambda: run(*args))
+    return staging.call(staging.graph_function(fn), *args)
 
 
 def _check_sources(sources, name):

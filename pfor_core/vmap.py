@@ -11,7 +11,7 @@ import functools
 
 import tensorflow as tf
 
-from pfor_core import api, checks
+from pfor_core import api, checks, staging
 from pfor_core import autograph
 
 
@@ -70,11 +70,7 @@ class _Vmapped:
         if not all(isinstance(a, tf.Tensor) for a in args):  # fast path: plain tensors
             args = tuple(tf.nest.map_structure(
                 lambda a: a if isinstance(a, tf.Tensor) else tf.convert_to_tensor(a), args))
-        try:
-            return self._batched(*args)
-        except tf.errors.InvalidArgumentError as err:
-            checks.raise_clear_error(err)
-            raise
+        return staging.call(self._batched, *args)
 
     def _run(self, *args):
         self.trace_count += 1

@@ -114,6 +114,11 @@ class Conversion:
         done: dict[int, list[tf.Operation]] = {}  # outer ops that complete a body op
         order, controlled = _ops_to_convert(graph, outputs, must_run)
         for op in order:
+            if len(op.outputs) == 1 and id(op.outputs[0]) in inputs:
+                # A graph input, or a small eager tensor the body captured by value (a
+                # Const standing for it): the caller's tensor, so gradients reach it.
+                values[id(op)] = [inputs[id(op.outputs[0])]]
+                continue
             if op.type == "Placeholder":
                 if id(op.outputs[0]) not in inputs:
                     raise ConversionError(
