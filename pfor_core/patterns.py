@@ -29,8 +29,8 @@ def broadcasting(ctx):
     if any(r is None for r in ranks):
         return ctx.decline("an input's rank is unknown")
     rank = max(ranks)
-    tensors = [shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked else v.tensor
-               for v in ctx.inputs]
+    tensors = [shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked
+               else shapes.lift_contraction(v.tensor, rank + 1) for v in ctx.inputs]
     return [Stacked(tensor=t) for t in ctx.emit(*tensors)]
 
 

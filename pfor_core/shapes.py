@@ -94,6 +94,23 @@ def insert_axes(stacked: tf.Tensor, rank: int, n=None) -> tf.Tensor:
     return reshape(stacked, d[:1] + [1] * (rank - have) + d[1:])
 
 
+# Grappler's remapper (TF 2.21) fuses Add(MatMul(a, b), c) into a _FusedMatMul with c
+# as its bias even when c has the higher rank, then fails ("bias must be 1-dimensional")
+# or silently returns the MatMul's shape. That happens when an invariant product is added
+# to a stacked value of size-1 leading dims (one iteration, a one-element jacobian).
+_CONTRACTIONS = frozenset({"MatMul", "Conv2D", "Conv3D", "DepthwiseConv2dNative"})
+
+
+def lift_contraction(tensor: tf.Tensor, rank: int) -> tf.Tensor:
+    """``tensor`` with leading size-1 axes up to ``rank`` if it is a contraction's output
+    of lower rank (a free reshape that keeps the remapper's pattern from matching)."""
+    op = getattr(tensor, "op", None)  # eager tensors have none
+    have = tensor.shape.rank
+    if op is None or op.type not in _CONTRACTIONS or None in (have, rank) or have >= rank:
+        return tensor
+    return reshape(tensor, [1] * (rank - have) + dims(tensor))
+
+
 def normalize_axis(axis: int, rank: int, arg: str = "axis") -> int:
     if not -rank <= axis < max(rank, 1):
         raise ValueError(f"{arg}={axis} is out of range for rank {rank}")
