@@ -10,8 +10,8 @@ shifts every mask by one bit; the new first spec is an ordinary full range, so a
 ellipsis or new axis later in the spec expands exactly as before). Stacked bounds are
 handled where they pick single elements: a stacked StridedSlice index on a shrunk axis
 (``x[i]``, ``x[:, i]``) and a stacked Slice begin with static sizes become batched
-gathers; other stacked bounds are declined. Pads, reverses and rolls shift their
-per-iteration paddings or axes.
+gathers; other stacked bounds are declined here and taken by offsets.py (windows of one
+size). Pads, reverses and rolls shift their per-iteration paddings or axes.
 """
 
 from __future__ import annotations
