@@ -8,9 +8,12 @@ the caller's graph. ``parallel_iterations=k`` converts the body once inside a
 
 from __future__ import annotations
 
-import tensorflow as tf
+import dataclasses
 
-from pfor_core import checks, staging
+import tensorflow as tf
+from tensorflow.python.framework import func_graph
+
+from pfor_core import budget, checks, staging
 from pfor_core import autograph
 from pfor_core.context import broadcast_invariant
 from pfor_core.plugins import default_registry
@@ -19,7 +22,7 @@ from pfor_core.walk import Conversion, Options
 
 
 def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
-         randomness="different"):
+         randomness="different", memory_budget=None):
     """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized; see API.md.
 
     >>> import tensorflow as tf
@@ -31,11 +34,14 @@ def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
            [25., 36.]], dtype=float32)
     """
     options = checks.options(fallback=fallback, randomness=randomness,
-                             parallel_iterations=parallel_iterations)
+                             parallel_iterations=parallel_iterations,
+                             memory_budget=memory_budget)
     checks.loop_fn(loop_fn)
     loop_fn = autograph.convert_user_fn(loop_fn, autograph.caller_status())
     if tf.executing_eagerly():
         n_static = checks.iters(iters, eager=True)
+        if options.parallel_iterations == "auto":
+            options = _fit_eagerly(loop_fn, n_static, options)
         return staging.call(staging.graph_function(lambda: build(loop_fn, n_static, options)))
     return build(loop_fn, iters, options)
 
@@ -49,11 +55,68 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
     n = tf.constant(n_static, tf.int32) if n_static is not None else checks.iters_tensor(iters)
     body = trace_body(loop_fn)
     k = options.parallel_iterations
+    if k == "auto":
+        k = _balanced(_fit(body, options), n_static)
     if k is None or (n_static is not None and n_static <= k):
         outputs = _convert_all(body, n, n_static, options, records)
     else:
         outputs = _convert_chunked(body, n, n_static, k, options, records)
     return tf.nest.pack_sequence_as(body.structure, outputs)
+
+
+def _fit(body, options: Options, measure=None) -> int:
+    """The chunk size for ``options.memory_budget`` (see budget.py)."""
+    probe_options = dataclasses.replace(options, fallback="loop", parallel_iterations=None)
+
+    def convert(n):
+        conversion = _conversion(probe_options, [], tf.range(n), tf.constant(0),
+                                 tf.constant(n), n)
+        _finish(conversion, conversion.convert_body(body), body)
+
+    profile = budget.static_profile(convert)
+    if profile is None and measure is None:
+        raise ValueError(
+            "memory_budget / parallel_iterations='auto': the converted body's shapes are "
+            "not all static here, so pfor cannot estimate its memory; call pf.pfor eagerly "
+            "(it then measures a run), or pass parallel_iterations=k.")
+    profile = profile or measure()
+    return profile.chunk_size(options.memory_budget or budget.default_budget())
+
+
+def _balanced(k: int, n_static: int | None) -> int:
+    """Chunks of equal size, no more of them than ``k`` needs (no small last chunk)."""
+    if not n_static or k >= n_static:
+        return k
+    chunks = -(-n_static // k)
+    return -(-n_static // chunks)
+
+
+def _fit_eagerly(loop_fn, n_static, options: Options) -> Options:
+    """Resolve ``parallel_iterations='auto'`` before the run: from static shapes, or
+    else by measuring the first iterations (bodies without effects only)."""
+    with func_graph.FuncGraph("pfor_budget_trace").as_default():
+        body = trace_body(loop_fn)
+
+    def measure():
+        effects = sorted({op.type for op in body.graph.get_operations()
+                          if op._is_stateful and op.type not in _READS})  # pylint: disable=protected-access
+        if effects:
+            raise ValueError(
+                "memory_budget / parallel_iterations='auto': the body's shapes are not all "
+                f"static, and measuring a run would repeat its effects ({', '.join(effects)}); "
+                "pass parallel_iterations=k.")
+        fixed = dataclasses.replace(options, parallel_iterations=None, memory_budget=None)
+        run = lambda k: staging.call(staging.graph_function(  # noqa: E731
+            lambda: build(loop_fn, min(k, n_static), fixed)))
+        return budget.measured_profile(run)
+
+    chunk = _balanced(_fit(body, options, measure), n_static)
+    return dataclasses.replace(options, parallel_iterations=chunk)
+
+
+# Stateful ops that only read: measuring a run that has them changes nothing.
+_READS = frozenset({"ReadVariableOp", "VarHandleOp", "ResourceGather", "VariableShape",
+                    "VarIsInitializedOp", "Placeholder"})
 
 
 def _conversion(options, records, indices, start, n, n_static, chunked=False):
@@ -126,7 +189,8 @@ def _concat_chunks(array, chunks, original):
     return tf.cond(chunks > 0, array.concat, lambda: tf.zeros(empty_shape, original.dtype))
 
 
-def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None):
+def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None,
+                   memory_budget=None):
     """Like ``tf.vectorized_map``: ``fn`` gets one row of every tensor in ``elems``.
 
     >>> import tensorflow as tf
@@ -142,10 +206,12 @@ def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None):
     def loop_fn(i):
         return fn(tf.nest.pack_sequence_as(elems, [tf.gather(e, i) for e in flat]))
 
-    return pfor(loop_fn, n, fallback=fallback, parallel_iterations=parallel_iterations)
+    return pfor(loop_fn, n, fallback=fallback, parallel_iterations=parallel_iterations,
+                memory_budget=memory_budget)
 
 
-def map_fn(fn, elems, *, fn_output_signature=None, fallback="warn"):
+def map_fn(fn, elems, *, fn_output_signature=None, fallback="warn", parallel_iterations=None,
+           memory_budget=None):
     """A vectorized drop-in for the common uses of ``tf.map_fn``.
 
     >>> import tensorflow as tf
@@ -165,5 +231,6 @@ def map_fn(fn, elems, *, fn_output_signature=None, fallback="warn"):
             checks.output_signature(out, fn_output_signature)
         return out
 
-    return pfor(loop_fn, n, fallback=fallback)
+    return pfor(loop_fn, n, fallback=fallback, parallel_iterations=parallel_iterations,
+                memory_budget=memory_budget)
 

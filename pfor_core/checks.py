@@ -17,22 +17,31 @@ def is_int(value) -> bool:
     return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, bool)
 
 
-def options(*, fallback, randomness, parallel_iterations) -> Options:
+def options(*, fallback, randomness, parallel_iterations, memory_budget=None,
+            chunk_name="parallel_iterations") -> Options:
     if fallback not in FALLBACK_MODES:
         raise ValueError(f"fallback={fallback!r} is not one of {FALLBACK_MODES}: 'loop' runs "
                          "unconvertible ops in a loop silently, 'warn' also warns, 'error' raises.")
     if randomness not in RANDOMNESS_MODES:
         raise ValueError(f"randomness={randomness!r} is not one of {RANDOMNESS_MODES}.")
-    if parallel_iterations is not None:
+    if memory_budget is not None:
+        if not is_int(memory_budget) or memory_budget < 1:
+            raise ValueError(f"memory_budget={memory_budget!r} must be a positive number of "
+                             "bytes (e.g. 2**30 for 1 GiB), or None.")
+        if parallel_iterations not in (None, "auto"):
+            raise ValueError(f"memory_budget chooses {chunk_name} itself: pass "
+                             f"{chunk_name}='auto' or None with it, not {parallel_iterations!r}.")
+        parallel_iterations, memory_budget = "auto", int(memory_budget)
+    if parallel_iterations is not None and parallel_iterations != "auto":
         if not is_int(parallel_iterations):
-            raise TypeError("parallel_iterations must be a positive Python int or None, got "
+            raise TypeError(f"{chunk_name} must be a positive Python int, 'auto' or None, got "
                             f"{type(parallel_iterations).__name__}.")
         if parallel_iterations < 1:
-            raise ValueError(f"parallel_iterations={parallel_iterations} must be at least 1 "
-                             "(or None for no chunking).")
+            raise ValueError(f"{chunk_name}={parallel_iterations} must be at least 1 "
+                             "(or None for no chunking, 'auto' to fit memory_budget).")
         parallel_iterations = int(parallel_iterations)
     return Options(fallback=fallback, randomness=randomness,
-                   parallel_iterations=parallel_iterations)
+                   parallel_iterations=parallel_iterations, memory_budget=memory_budget)
 
 
 def callable_arg(fn, name: str) -> None:

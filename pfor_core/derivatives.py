@@ -83,13 +83,13 @@ def _jacobian_in_graph(tape, target, sources, options):
     return tf.nest.pack_sequence_as(target, out)
 
 
-def _options(fallback, parallel_iterations):
+def _options(fallback, parallel_iterations, memory_budget=None):
     return checks.options(fallback=fallback, randomness="different",
-                          parallel_iterations=parallel_iterations)
+                          parallel_iterations=parallel_iterations, memory_budget=memory_budget)
 
 
 def tape_jacobian(tape, target, sources, *, fallback="warn", parallel_iterations=None,
-                  mode="reverse"):
+                  mode="reverse", memory_budget=None):
     """Drop-in for ``GradientTape.jacobian``: shape ``target.shape + source.shape``,
     nested like ``target`` then like ``sources``. The tape must be persistent when it is
     used more than once.
@@ -105,14 +105,14 @@ def tape_jacobian(tape, target, sources, *, fallback="warn", parallel_iterations
            [0., 4., 0.],
            [0., 0., 6.]], dtype=float32)
     """
-    options = _options(fallback, parallel_iterations)
+    options = _options(fallback, parallel_iterations, memory_budget)
     forward.check_mode(mode, tape_based=True)
     _check_sources(sources, "sources")
     return _in_graph(lambda: _jacobian_in_graph(tape, target, sources, options))
 
 
 def tape_batch_jacobian(tape, target, source, *, fallback="warn", parallel_iterations=None,
-                        mode="reverse"):
+                        mode="reverse", memory_budget=None):
     """Drop-in for ``GradientTape.batch_jacobian``: ``target[b]`` depends only on
     ``source[b]``; shape ``[B] + target.shape[1:] + source.shape[1:]``.
 
@@ -125,7 +125,7 @@ def tape_batch_jacobian(tape, target, source, *, fallback="warn", parallel_itera
     >>> pf.tape_batch_jacobian(tape, y, x, fallback="error").shape
     TensorShape([3, 2, 2])
     """
-    options = _options(fallback, parallel_iterations)
+    options = _options(fallback, parallel_iterations, memory_budget)
     forward.check_mode(mode, tape_based=True)
     _check_sources(source, "source")
     return _in_graph(lambda: _batch_jacobian_in_graph(tape, target, source, options))
@@ -169,17 +169,16 @@ def _batch_jacobian_in_graph(tape, target, source, options):
     return tf.reshape(moved, tf.concat([shape, tf.shape(source)[1:]], 0))
 
 
-def _of_function(f, x, fallback, parallel_iterations, mode, finish, finish_forward):
+def _of_function(f, x, options, mode, finish, finish_forward):
     """Record ``f(x)`` on a tape and hand it to ``finish(tape, y, x, options)``, or
     run ``finish_forward(f, x, options, check)`` when forward mode is cheaper."""
     checks.callable_arg(f, "f")
     _check_sources(x, "x")
-    options = _options(fallback, parallel_iterations)
     forward.check_mode(mode)
     f = autograph.convert_user_fn(f, autograph.caller_status())
 
     def compute(x):
-        probe = forward.probe(f, x) if mode != "reverse" else None
+        probe = forward.probe(f, x, _check_targets) if mode != "reverse" else None
         if forward.use_forward(mode, forward.static_size(x), probe):
             try:
                 return finish_forward(f, x, options, _check_targets)
@@ -195,7 +194,8 @@ def _of_function(f, x, fallback, parallel_iterations, mode, finish, finish_forwa
     return _in_graph(compute, x)
 
 
-def jacobian(f, x, *, fallback="warn", parallel_iterations=None, mode="reverse"):
+def jacobian(f, x, *, fallback="warn", parallel_iterations=None, mode="reverse",
+             memory_budget=None):
     """The jacobian of ``f`` at ``x``: shape ``f(x).shape + x.shape`` (nested).
 
     ``mode="reverse"`` runs one vectorized backward pass per output element,
@@ -209,11 +209,12 @@ def jacobian(f, x, *, fallback="warn", parallel_iterations=None, mode="reverse")
            [0., 4., 0.],
            [0., 0., 6.]], dtype=float32)
     """
-    return _of_function(f, x, fallback, parallel_iterations, mode, _jacobian_in_graph,
-                        forward.jacobian)
+    return _of_function(f, x, _options(fallback, parallel_iterations, memory_budget), mode,
+                        _jacobian_in_graph, forward.jacobian)
 
 
-def batch_jacobian(f, x, *, fallback="warn", parallel_iterations=None, mode="reverse"):
+def batch_jacobian(f, x, *, fallback="warn", parallel_iterations=None, mode="reverse",
+                   memory_budget=None):
     """For ``f`` whose output row b depends only on input row b:
     shape ``[B] + y.shape[1:] + x.shape[1:]``. ``mode`` as for ``jacobian`` (per row).
 
@@ -228,11 +229,12 @@ def batch_jacobian(f, x, *, fallback="warn", parallel_iterations=None, mode="rev
     <BLANKLINE>
            [[10., 12.]]], dtype=float32)
     """
-    return _of_function(f, x, fallback, parallel_iterations, mode,
+    return _of_function(f, x, _options(fallback, parallel_iterations, memory_budget), mode,
                         _batch_jacobian_in_graph, _forward_batch_jacobian)
 
 
-def hessian(f, x, *, fallback="warn", parallel_iterations=None, mode="auto"):
+def hessian(f, x, *, fallback="warn", parallel_iterations=None, mode="auto",
+            memory_budget=None):
     """Second derivatives: shape ``f(x).shape + x.shape + x.shape``; ``f`` may return a
     non-scalar (a jacobian of a jacobian).
 
@@ -252,7 +254,7 @@ def hessian(f, x, *, fallback="warn", parallel_iterations=None, mode="auto"):
     if len(tf.nest.flatten(x)) != 1:
         raise ValueError("hessian takes a single tensor or variable x; use jacobian of "
                          "jacobian for structures.")
-    options = _options(fallback, parallel_iterations)
+    options = _options(fallback, parallel_iterations, memory_budget)
     forward.check_mode(mode)
     f = autograph.convert_user_fn(f, autograph.caller_status())
 
@@ -267,7 +269,7 @@ def hessian(f, x, *, fallback="warn", parallel_iterations=None, mode="auto"):
         return _jacobian_in_graph(tape, y, v, options)
 
     def compute(x):
-        probe = forward.probe(f, x) if mode != "reverse" else None
+        probe = forward.probe(f, x, _check_targets) if mode != "reverse" else None
         # Forward-over-reverse for a non-scalar f: 2.1x faster at 64 inputs and 8 outputs,
         # a little slower for a scalar one (benchmarks/jacobian_modes.py).
         if probe and forward.can_run(mode, probe) and (mode == "forward" or probe.size != 1):
@@ -288,7 +290,8 @@ def hessian(f, x, *, fallback="warn", parallel_iterations=None, mode="auto"):
     return _in_graph(compute, x)
 
 
-def per_example_gradients(loss_fn, variables, *batch, keepdims=False, fallback="warn"):
+def per_example_gradients(loss_fn, variables, *batch, keepdims=False, fallback="warn",
+                          parallel_iterations=None, memory_budget=None):
     """Gradients of each example's loss: one tensor per variable, ``[B] + var.shape``.
 
     ``loss_fn(*example)`` gets each ``batch`` tensor sliced to one row (with
@@ -311,7 +314,7 @@ def per_example_gradients(loss_fn, variables, *batch, keepdims=False, fallback="
                          "variables.")
     _check_sources(variables, "variables")
     flat, n = checks.elems(list(batch), "batch")
-    options = _options(fallback, None)
+    options = _options(fallback, parallel_iterations, memory_budget)
     loss_fn = autograph.convert_user_fn(loss_fn, autograph.caller_status())
 
     def loop_fn(i):

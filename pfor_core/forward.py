@@ -75,10 +75,12 @@ def can_run(mode: str, probe: Probe) -> bool:
     return False
 
 
-def probe(f, x) -> Probe:
+def probe(f, x, check_targets) -> Probe:
     """Trace ``f(x)`` into a throwaway graph (its ops, effects included, never run)."""
     with func_graph.FuncGraph("pfor_probe").as_default() as graph:
-        size = static_size(f(x))
+        y = f(x)
+        check_targets(y)
+        size = static_size(y)
         library = graph.as_graph_def().library
     types = {op.type for op in graph.get_operations()}
     types.update(node.op for fn in library.function for node in fn.node_def)

@@ -52,14 +52,14 @@ def _broadcast_axes(axes, structure, name):
 
 
 class _Vmapped:
-    def __init__(self, fn, in_axes, out_axes, fallback, chunk_size):
+    def __init__(self, fn, in_axes, out_axes, fallback, chunk_size, memory_budget):
         checks.callable_arg(fn, "fn")
-        checks.options(fallback=fallback, randomness="different", parallel_iterations=chunk_size)
+        self._options = checks.options(fallback=fallback, randomness="different",
+                                       parallel_iterations=chunk_size,
+                                       memory_budget=memory_budget, chunk_name="chunk_size")
         self._fn = autograph.convert_user_fn(fn, autograph.caller_status())
         self._in_axes = in_axes
         self._out_axes = out_axes
-        self._fallback = fallback
-        self._chunk_size = chunk_size
         self.trace_count = 0
         self._batched = tf.function(self._run, autograph=False)
         functools.update_wrapper(self, fn)
@@ -92,15 +92,13 @@ class _Vmapped:
             row = [tf.gather(m, i) if ax is not None else m for m, ax in zip(mapped, flat_axes)]
             return self._fn(*tf.nest.pack_sequence_as(args, row))
 
-        out = api.build(loop_fn, n, checks.options(
-            fallback=self._fallback, randomness="different",
-            parallel_iterations=self._chunk_size))
+        out = api.build(loop_fn, n, self._options)
         out_axes = _broadcast_axes(self._out_axes, out, "out_axes")
         return tf.nest.map_structure(lambda t, ax: _move_axis(t, 0, ax, "out_axes"), out,
                                      out_axes)
 
 
-def vmap(fn, in_axes=0, out_axes=0, *, fallback="warn", chunk_size=None):
+def vmap(fn, in_axes=0, out_axes=0, *, fallback="warn", chunk_size=None, memory_budget=None):
     """Return ``fn`` vectorized over axis ``in_axes`` of its arguments; see API.md.
 
     >>> import tensorflow as tf
@@ -111,4 +109,4 @@ def vmap(fn, in_axes=0, out_axes=0, *, fallback="warn", chunk_size=None):
     >>> dot(x, tf.constant([1., -1.])).numpy()
     array([-1., -1., -1.], dtype=float32)
     """
-    return _Vmapped(fn, in_axes, out_axes, fallback, chunk_size)
+    return _Vmapped(fn, in_axes, out_axes, fallback, chunk_size, memory_budget)

@@ -33,7 +33,8 @@ _PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "PreventGrad
 class Options:
     fallback: str = "warn"
     randomness: str = "different"
-    parallel_iterations: int | None = None
+    parallel_iterations: int | str | None = None  # "auto": chosen for memory_budget
+    memory_budget: int | None = None
 
 
 @dataclasses.dataclass(kw_only=True)
