@@ -145,6 +145,28 @@ class ConvertContext:
         """
         return _emit.copy_op(self.op, list(inputs), op_type=op_type, attrs=attrs, dtypes=dtypes)
 
+    def check(self, condition, message: str, data=(), *, tensor: tf.Tensor) -> tf.Tensor:
+        """``tensor``, ordered after a run-time check that ``condition`` (a boolean
+        scalar tensor, or a Python bool known now) holds; otherwise the run fails with
+        an ``InvalidArgumentError`` whose text names the op and says ``message``
+        (followed by ``data``).
+
+        For validation a converter's rewrite would lose: an out-of-range index that the
+        loop's kernel rejects may, once offset per iteration, land in another
+        iteration's block of the batched op and be silently accepted there.
+        """
+        if condition is True:
+            return tensor
+        text = f"pfor: {self.op.type} (op {self.op.name}): {message}"
+        if condition is False:
+            condition = tf.constant(False)
+        # String data only: other dtypes would make Assert guard itself with a cond.
+        data = [d if d.dtype == tf.string else tf.strings.as_string(d)
+                for d in map(tf.convert_to_tensor, data)]
+        check = tf.debugging.Assert(condition, [text, *data], summarize=8)
+        with tf.control_dependencies([check]):
+            return tf.identity(tensor)
+
     def decline(self, reason: str) -> Declined:
         """Return this to decline: ``return ctx.decline("stacked filter")``."""
         return Declined(reason)

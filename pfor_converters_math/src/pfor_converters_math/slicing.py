@@ -39,15 +39,29 @@ def _move_first(tensor, axis):
     return tf.transpose(tensor, perm)
 
 
-def _rows_of_loop_index(ctx, params):
-    """``params[start:start + n]``: what gathering row ``i`` in iteration ``i`` means."""
+def _rows_of_loop_index(ctx, params, index):
+    """``params[start:start + n]``: what gathering row ``i`` in iteration ``i`` means.
+
+    A slice does not fail where the loop's gather would (params with fewer rows than
+    iterations): statically short params are gathered instead, which fails as the
+    loop does, and a slice whose row count is known only at run time is checked.
+    """
     n_static = ctx.n_static
     start = tf.get_static_value(ctx.loop_start)
-    if start == 0 and n_static is not None and params.shape[:1] == [n_static]:
-        return params
+    rows = params.shape[0] if params.shape.rank else None
+    if start == 0 and n_static is not None and rows is not None:
+        if rows == n_static:
+            return params
+        return params[:n_static] if rows > n_static else tf.gather(params, index)
     if start == 0 and n_static is not None:
-        return params[:n_static]
-    return params[ctx.loop_start:ctx.loop_start + ctx.n]
+        begin, end = 0, n_static
+    else:
+        begin, end = ctx.loop_start, ctx.loop_start + ctx.n
+    have = tf.shape(params, out_type=tf.int32)[0]
+    params = ctx.check(end <= have, "indices (the loop index) out of range: the loop "
+                       "runs to iteration end - 1 but params has fewer rows (end, rows):",
+                       [end, have], tensor=params)
+    return params[begin:end]
 
 
 def convert_gather(ctx):
@@ -64,7 +78,7 @@ def convert_gather(ctx):
         batch_dims += indices.shape.rank
     if not params.is_stacked and batch_dims == 0:
         if axis == 0 and ctx.is_loop_index(indices):
-            return Stacked(tensor=_rows_of_loop_index(ctx, params.tensor))
+            return Stacked(tensor=_rows_of_loop_index(ctx, params.tensor, indices.tensor))
         if axis != 0 and (params.shape.rank is None or indices.shape.rank is None):
             return ctx.decline("params or indices of unknown rank")
         out = tf.gather(params.tensor, indices.tensor, axis=axis)
