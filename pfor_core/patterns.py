@@ -24,11 +24,9 @@ def elementwise(ctx):
 
 
 def broadcasting(ctx):
-    """N-ary elementwise op with broadcasting between inputs."""
-    ranks = [v.shape.rank for v in ctx.inputs]
-    if any(r is None for r in ranks):
-        return ctx.decline("an input's rank is unknown")
-    rank = max(ranks)
+    """N-ary elementwise op with broadcasting between inputs (ranks known or not:
+    unknown ones are lined up at run time)."""
+    rank = shapes.max_rank(ctx.inputs)
     tensors = [shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked else v.tensor
                for v in ctx.inputs]
     return [Stacked(tensor=t) for t in ctx.emit(*tensors)]

@@ -14,6 +14,7 @@ import itertools
 
 import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
+from tensorflow.python.framework import ops
 
 from pfor_core import collectives, composites
 
@@ -86,7 +87,36 @@ def trace_body(loop_fn, *, name: str = "pfor_body") -> TracedBody:
         func_graph=graph, add_control_dependencies=True)
     return TracedBody(graph=graph, index=graph.inputs[0], outputs=list(graph.outputs),
                       structure=holder["structure"], encoded=holder["encoded"],
-                      captures=list(graph.captures))
+                      captures=_in_graph_captures(graph))
+
+
+def _in_graph_captures(graph):
+    """The body's captures, each outer value a tensor of the caller's graph.
+
+    A body traced under a function graph captures a large eager tensor or an eager
+    variable's handle directly (an ``EagerTensor``, which has no ``.op`` or ``.graph``
+    and which converters cannot treat like the graph tensors they are given): the
+    caller's function graph captures it too, so converters see its placeholder. A
+    ``tf.compat.v1`` graph cannot hold eager values at all, as TensorFlow's own ops
+    say ("Attempting to capture an EagerTensor without building a function"): that is
+    a clear error here, before anything is converted.
+    """
+    outer = ops.get_default_graph()
+    captures = []
+    for external, internal in graph.captures:
+        if isinstance(external, ops.EagerTensor):
+            if not outer.building_function:
+                kind = ("the handle of a variable" if external.dtype == tf.resource
+                        else f"a tensor of shape {external.shape}")
+                raise ValueError(
+                    f"pfor: loop_fn uses {kind} created eagerly, outside the "
+                    "tf.compat.v1 graph being built; a graph cannot hold eager values "
+                    "(TensorFlow's own ops fail the same way: 'Attempting to capture an "
+                    "EagerTensor without building a function'). Create it inside the "
+                    "graph, e.g. under `with graph.as_default():`.")
+            external = outer.capture(external)
+        captures.append((external, internal))
+    return captures
 
 
 def _paths(structure):
