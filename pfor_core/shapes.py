@@ -10,6 +10,10 @@ from __future__ import annotations
 import tensorflow as tf
 
 
+class RankUnknown(ValueError):
+    """A shape helper needed a static rank: the converter declines (see the walk)."""
+
+
 def dims(tensor: tf.Tensor, n=None) -> list:
     """Each dimension as a Python int where static, else a scalar int32 tensor.
 
@@ -20,7 +24,7 @@ def dims(tensor: tf.Tensor, n=None) -> list:
     """
     static = tensor.shape.as_list() if tensor.shape.rank is not None else None
     if static is None:
-        raise ValueError("rank must be known statically")
+        raise RankUnknown("an input's rank is unknown (this converter needs it statically)")
     if n is not None and static and static[0] is None:
         n_static = tf.get_static_value(n)
         static[0] = int(n_static) if n_static is not None else None

@@ -39,7 +39,9 @@ def convert_bias_add(ctx):
 
 def _append_ones(tensor, count):
     """``tensor`` with ``count`` (int or scalar tensor) size-1 axes at the end."""
-    if isinstance(count, int):
+    if isinstance(count, int) and not count:
+        return tensor
+    if isinstance(count, int) and tensor.shape.rank is not None:
         return shapes.reshape(tensor, shapes.dims(tensor) + [1] * count)
     ones = tf.ones(tf.reshape(tf.maximum(count, 0), [1]), tf.int32)
     return tf.reshape(tensor, tf.concat([tf.shape(tensor, out_type=tf.int32), ones], 0))
