@@ -17,7 +17,7 @@ import dataclasses
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from pfor_core import composites
+from pfor_core import composites, context
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,11 +105,8 @@ def leading_size(tensors, names, what: str, *, broadcast: bool = False):
         fits = tf.logical_or(fits, tf.equal(sizes_t, 1))
     data = [f"pfor: {what} have different leading sizes ({rule}):"]
     for label, size in zip(names, sizes):
-        data += [f"{label}:", tf.strings.as_string(size) if isinstance(size, tf.Tensor)
-                 else str(size)]
-    check = tf.debugging.Assert(tf.reduce_all(fits), data)
-    with tf.control_dependencies([check]):
-        return tf.identity(n)
+        data += [f"{label}:", size if isinstance(size, tf.Tensor) else str(size)]
+    return context.checked(n, tf.reduce_all(fits), data)
 
 
 def row_of(tensor, i, broadcast: bool):

@@ -462,3 +462,19 @@ def test_unknown_rank_ops_without_a_dynamic_path_fall_back_quietly():
     expected = testing.sequential(testing.loop_fn_for(
         lambda x, w: tf.nn.conv2d(x, w, 1, "SAME"), [images, filters], stacked), 3)
     testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_run_time_checks_compile_under_xla():
+    """XLA has no string kernels: the checks added above must still compile (XLA drops
+    Asserts, so nothing is checked there)."""
+    def body(a, b, n):
+        sums = pf.pfor(lambda i: tf.math.unsorted_segment_sum(tf.gather(a, i), [0, 1], 2), n,
+                       fallback="error")
+        rows = pf.pfor(lambda i: tf.reduce_sum(tf.gather(a, i), axis=tf.rank(a) - 2), n,
+                       fallback="error")
+        mapped = pf.vectorized_map(lambda e: e[0] + e[1], (a, b), fallback="error")
+        return sums, rows, mapped
+
+    got = tf.function(body, jit_compile=True)(X3, X3, tf.constant(3, tf.int64))
+    want = tf.function(body)(X3, X3, tf.constant(3, tf.int64))
+    testing.assert_same_results(got, want)
