@@ -154,9 +154,10 @@ def _map(fn, elems, *, broadcast, fallback, parallel_iterations, signature=None)
     fn = autograph.convert_user_fn(fn, autograph.caller_status())
     n = mapped.leading_size(flat.tensors, flat.names, "the tensors in elems",
                             broadcast=broadcast)
+    sources = [mapped.rows_source(t, n, broadcast) for t in flat.tensors]
 
     def loop_fn(i):
-        out = fn(flat.rows([mapped.row_of(t, i, broadcast) for t in flat.tensors]))
+        out = fn(flat.rows([mapped.row_of(source, i) for source in sources]))
         if signature is not None:
             checks.output_signature(out, signature)
         return out

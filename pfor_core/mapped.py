@@ -81,6 +81,8 @@ def leading_size(tensors, names, what: str, *, broadcast: bool = False):
     that carries the run-time check. With ``broadcast``, a size of 1 broadcasts against
     the others (as in numpy: against 0 too)."""
     sizes = [_size(t) for t in tensors]
+    if len(sizes) == 1:
+        return sizes[0]
     rule = ("each must have the same number of rows, or 1" if broadcast else
             "they must all have the same number of rows")
     static = [s for s in sizes if isinstance(s, int)]
@@ -109,13 +111,24 @@ def leading_size(tensors, names, what: str, *, broadcast: bool = False):
     return context.checked(n, tf.reduce_all(fits), data)
 
 
-def row_of(tensor, i, broadcast: bool):
-    """Row ``i`` of a mapped tensor; with ``broadcast``, a tensor of one row gives that
-    row in every iteration (shared, not gathered, when its size is static)."""
+def rows_source(tensor, n, broadcast: bool):
+    """What the body reads row ``i`` of: ``(tensor, shared)``. With ``broadcast``, a
+    tensor of one row is shared by every iteration (read whole, as ``tensor[0]``) when
+    its size is static; one whose size is known only at run time is broadcast to ``n``
+    rows first (no copy when it has them), so the body still reads rows of the loop
+    index, which converts to a slice."""
     if broadcast:
         size = _size(tensor)
         if isinstance(size, int) and size == 1:
-            return tensor[0]
+            return tensor, True
         if not isinstance(size, int):
-            i = tf.where(size > 1, i, 0)
-    return tf.gather(tensor, i)
+            target = tf.concat([tf.reshape(tf.cast(n, tf.int32), [1]),
+                                tf.shape(tensor, out_type=tf.int32)[1:]], 0)
+            return tf.broadcast_to(tensor, target), False
+    return tensor, False
+
+
+def row_of(source, i):
+    """Row ``i`` of what ``rows_source`` returned."""
+    tensor, shared = source
+    return tensor[0] if shared else tf.gather(tensor, i)
