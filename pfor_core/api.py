@@ -13,8 +13,7 @@ import dataclasses
 import tensorflow as tf
 from tensorflow.python.framework import func_graph
 
-from pfor_core import budget, checks, staging
-from pfor_core import autograph
+from pfor_core import autograph, budget, checks, mapped, staging
 from pfor_core.context import broadcast_invariant
 from pfor_core.plugins import default_registry
 from pfor_core.trace import trace_body
@@ -61,7 +60,7 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
         outputs = _convert_all(body, n, n_static, options, records)
     else:
         outputs = _convert_chunked(body, n, n_static, k, options, records)
-    return tf.nest.pack_sequence_as(body.structure, outputs)
+    return body.pack(outputs)
 
 
 def _fit(body, options: Options, measure=None) -> int:
@@ -193,6 +192,9 @@ def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None,
                    memory_budget=None):
     """Like ``tf.vectorized_map``: ``fn`` gets one row of every tensor in ``elems``.
 
+    A tensor of one row is broadcast: every iteration gets that row. Extension types
+    are mapped field by field; ``fn`` may return them and SparseTensors.
+
     >>> import tensorflow as tf
     >>> import pfor_core as pf
     >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
@@ -200,11 +202,25 @@ def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None,
     array([2., 4., 6.], dtype=float32)
     """
     checks.callable_arg(fn, "fn")
-    flat, n = checks.elems(elems)
+    return _map(fn, elems, broadcast=True, fallback=fallback,
+                parallel_iterations=parallel_iterations, memory_budget=memory_budget)
+
+
+def _map(fn, elems, *, broadcast, fallback, parallel_iterations, memory_budget,
+         signature=None):
+    """``fn`` over the rows of ``elems`` (``broadcast``: one row is shared by all),
+    each result checked against ``signature`` when given."""
+    flat = mapped.flatten(elems)
     fn = autograph.convert_user_fn(fn, autograph.caller_status())
+    n = mapped.leading_size(flat.tensors, flat.names, "the tensors in elems",
+                            broadcast=broadcast)
+    sources = [mapped.rows_source(t, n, broadcast) for t in flat.tensors]
 
     def loop_fn(i):
-        return fn(tf.nest.pack_sequence_as(elems, [tf.gather(e, i) for e in flat]))
+        out = fn(flat.rows([mapped.row_of(source, i) for source in sources]))
+        if signature is not None:
+            checks.output_signature(out, signature)
+        return out
 
     return pfor(loop_fn, n, fallback=fallback, parallel_iterations=parallel_iterations,
                 memory_budget=memory_budget)
@@ -214,6 +230,10 @@ def map_fn(fn, elems, *, fn_output_signature=None, fallback="warn", parallel_ite
            memory_budget=None):
     """A vectorized drop-in for the common uses of ``tf.map_fn``.
 
+    ``fn_output_signature`` (a dtype, ``tf.TensorSpec`` or extension-type spec, or a
+    nested structure of them) is checked against what ``fn`` returns: structure,
+    dtypes and per-element shapes.
+
     >>> import tensorflow as tf
     >>> import pfor_core as pf
     >>> x = tf.constant([[1., 2.], [3., 4.], [5., 6.]])
@@ -222,15 +242,8 @@ def map_fn(fn, elems, *, fn_output_signature=None, fallback="warn", parallel_ite
     array([ 3.,  7., 11.], dtype=float32)
     """
     checks.callable_arg(fn, "fn")
-    flat, n = checks.elems(elems)
-    fn = autograph.convert_user_fn(fn, autograph.caller_status())
-
-    def loop_fn(i):
-        out = fn(tf.nest.pack_sequence_as(elems, [tf.gather(e, i) for e in flat]))
-        if fn_output_signature is not None:
-            checks.output_signature(out, fn_output_signature)
-        return out
-
-    return pfor(loop_fn, n, fallback=fallback, parallel_iterations=parallel_iterations,
-                memory_budget=memory_budget)
-
+    if fn_output_signature is not None:
+        checks.signature(fn_output_signature)
+    return _map(fn, elems, broadcast=False, fallback=fallback,
+                parallel_iterations=parallel_iterations, memory_budget=memory_budget,
+                signature=fn_output_signature)

@@ -38,11 +38,17 @@ def _check_sources(sources, name):
                             f"{dtype.name}: cast it first, e.g. tf.cast({name}, tf.float32).")
 
 
-def _check_targets(targets, name="f"):
+def _check_targets(targets, name="f", what="return"):
     for leaf in tf.nest.flatten(targets):
         if not isinstance(leaf, (tf.Tensor, tf.Variable)):
-            raise TypeError(f"{name} must return a tensor or a nested structure of tensors, "
+            raise TypeError(f"{name} must {what} a tensor or a nested structure of tensors, "
                             f"got {type(leaf).__name__}.")
+        dtype = tf.as_dtype(leaf.dtype)
+        if not (dtype.is_floating or dtype.is_complex):
+            # The tape has no gradient through an integer output: zeros, silently.
+            raise TypeError(f"{name} must {what} floating-point values to differentiate, "
+                            f"got {dtype.name}: compute in floating point (e.g. cast the "
+                            "inputs of the integer op, not its output).")
 
 
 def _watch(tape, sources) -> None:
@@ -108,6 +114,7 @@ def tape_jacobian(tape, target, sources, *, fallback="warn", parallel_iterations
     options = _options(fallback, parallel_iterations, memory_budget)
     forward.check_mode(mode, tape_based=True)
     _check_sources(sources, "sources")
+    _check_targets(target, "target", "be")
     return _in_graph(lambda: _jacobian_in_graph(tape, target, sources, options))
 
 
@@ -128,6 +135,7 @@ def tape_batch_jacobian(tape, target, source, *, fallback="warn", parallel_itera
     options = _options(fallback, parallel_iterations, memory_budget)
     forward.check_mode(mode, tape_based=True)
     _check_sources(source, "source")
+    _check_targets(target, "target", "be")
     return _in_graph(lambda: _batch_jacobian_in_graph(tape, target, source, options))
 
 

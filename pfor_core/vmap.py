@@ -7,11 +7,15 @@ neither retraces ``fn`` nor reconverts it. ``trace_count`` tells how often it tr
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 
 import tensorflow as tf
 
+from tensorflow.python.util import nest
+
 from pfor_core import api, checks, staging
+from pfor_core import mapped as mapped_args
 from pfor_core import autograph
 
 
@@ -33,22 +37,31 @@ def _move_axis(tensor, source: int, dest: int, name: str = "in_axes"):
     return tf.transpose(tensor, perm)
 
 
-def _broadcast_axes(axes, structure, name):
-    """Expand an int/None axis spec to the structure of ``structure``."""
-    if axes is None or isinstance(axes, int):
+def _broadcast_axes(axes, structure, name, path=""):
+    """Expand an axis spec to the structure of ``structure``: an int or None applies to
+    every leaf below it; a tuple or list matches a sequence entry by entry, a dict
+    matches a dict key by key."""
+    if axes is None or (isinstance(axes, int) and not isinstance(axes, bool)):
         return tf.nest.map_structure(lambda _: axes, structure)
-    try:
-        tf.nest.assert_same_structure(axes, structure, check_types=False)
-    except (ValueError, TypeError):
-        # A prefix spec (one entry per argument) applies to all leaves below it.
-        if isinstance(axes, (list, tuple)) and len(axes) == len(structure):
-            return type(structure)(_broadcast_axes(a, s, name) for a, s in zip(axes, structure))
-        raise ValueError(f"{name}={axes!r} does not match the structure of the arguments "
-                         f"{tf.nest.map_structure(lambda _: '.', structure)}") from None
-    for a in tf.nest.flatten(axes):
-        if a is not None and not isinstance(a, int):
-            raise TypeError(f"{name} entries must be ints or None, got {a!r}")
-    return axes
+    where = f"{name}{path}"
+    shape = tf.nest.map_structure(lambda _: ".", structure)
+    if isinstance(axes, collections.abc.Mapping):
+        if not isinstance(structure, collections.abc.Mapping):
+            raise ValueError(f"{where}={axes!r} is a dict but the value it maps is "
+                             f"{shape}: give a dict only for a dict argument.")
+        if set(axes) != set(structure):
+            raise ValueError(f"{where} has keys {sorted(axes, key=str)} but the dict it "
+                             f"maps has keys {sorted(structure, key=str)}: give one entry "
+                             "per key.")
+        return {k: _broadcast_axes(axes[k], structure[k], name, f"{path}[{k!r}]")
+                for k in structure}
+    if isinstance(axes, (list, tuple)):
+        if isinstance(structure, (list, tuple)) and len(axes) == len(structure):
+            return [_broadcast_axes(a, s, name, f"{path}[{k}]")
+                    for k, (a, s) in enumerate(zip(axes, structure))]
+        raise ValueError(f"{where}={axes!r} does not match the structure of the "
+                         f"arguments {shape}: give one entry per element.")
+    raise TypeError(f"{name} entries must be ints or None, got {axes!r} at {where}.")
 
 
 class _Vmapped:
@@ -76,17 +89,16 @@ class _Vmapped:
         self.trace_count += 1
         axes = _broadcast_axes(self._in_axes if not isinstance(self._in_axes, list)
                                else tuple(self._in_axes), args, "in_axes")
-        flat_args, flat_axes = tf.nest.flatten(args), tf.nest.flatten(axes)
+        paths = nest.flatten_with_tuple_paths(args)
+        flat_args, flat_axes = [a for _, a in paths], tf.nest.flatten(axes)
         mapped = [_move_axis(a, ax, 0) if ax is not None else a
                   for a, ax in zip(flat_args, flat_axes)]
-        sizes = {m.shape[0] for m, ax in zip(mapped, flat_axes) if ax is not None}
         if not any(ax is not None for ax in flat_axes):
             raise ValueError("in_axes maps no argument: give at least one argument an int axis")
-        static = {s for s in sizes if s is not None}
-        if len(static) > 1:
-            raise ValueError(f"vmap got mapped axes of different sizes {sorted(static)}")
-        first = next(m for m, ax in zip(mapped, flat_axes) if ax is not None)
-        n = static.pop() if static else tf.shape(first)[0]
+        names = [f"args{''.join(f'[{p!r}]' for p in path)} (axis {ax})"
+                 for (path, _), ax in zip(paths, flat_axes) if ax is not None]
+        n = mapped_args.leading_size([m for m, ax in zip(mapped, flat_axes) if ax is not None],
+                                     names, "the mapped axes of vmap's arguments")
 
         def loop_fn(i):
             row = [tf.gather(m, i) if ax is not None else m for m, ax in zip(mapped, flat_axes)]

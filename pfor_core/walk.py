@@ -17,7 +17,7 @@ from typing import Sequence
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
-from pfor_core import collectives, emit, fallback, messages
+from pfor_core import collectives, emit, fallback, messages, shapes
 from pfor_core.context import ConvertContext, Declined, broadcast_invariant
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Layout, Stacked, pattern_of
@@ -207,6 +207,9 @@ class Conversion:
             return _check_result(entry, op, result)
         except ConversionError:
             raise
+        except shapes.RankUnknown as err:  # a shape helper needed a static rank: decline
+            reasons.append(f"{entry.name}: {err}")
+            return None
         except Exception as err:  # a converter fault is contained and reported
             message = (f"pfor: converter {entry.name} from {entry.pack} raised "
                        f"{type(err).__name__}: {err} while converting {op.type} "

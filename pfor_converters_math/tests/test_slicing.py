@@ -316,3 +316,23 @@ def test_reverse_and_roll(data, shape, n, unknown):
     x = arg(seed(data), shape, True, n)
     check(lambda a, s, k: (tf.reverse(a, k), tf.roll(a, s, k)), [x, shifts, axes],
           [True, False, False], n, unknown)
+
+
+@given(data=st.data(), rows=st.integers(0, 3), extra=st.integers(1, 3),
+       chunk=st.sampled_from([None, 2]))
+@settings(max_examples=6)
+def test_gather_of_loop_index_past_params_fails_like_loop(data, rows, extra, chunk):
+    """``tf.gather(x, i)`` with fewer rows in ``x`` than iterations fails the loop's
+    kernel; the slice pfor emits instead must fail too (statically short params, rows
+    known only at run time, chunks)."""
+    x = tf.reshape(tf.range(rows * 2, dtype=tf.float32), [rows, 2])
+    n = rows + extra
+    testing.assert_fails_like_loop(lambda i: tf.gather(x, i) * 2.0, n,
+                                   parallel_iterations=chunk)
+    unknown = tf.function(lambda t, m: pf.pfor(lambda i: tf.gather(t, i), m, fallback="error",
+                                               parallel_iterations=chunk),
+                          input_signature=[tf.TensorSpec([None, 2]),
+                                           tf.TensorSpec([], tf.int32)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="the loop index"):
+        unknown(x, tf.constant(n))
+    testing.assert_allclose(unknown(x, tf.constant(rows)), x)
