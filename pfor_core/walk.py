@@ -17,7 +17,7 @@ from typing import Sequence
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
-from pfor_core import collectives, emit, fallback, messages
+from pfor_core import collectives, emit, empty, fallback, messages
 from pfor_core.context import ConvertContext, Declined, broadcast_invariant
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Layout, Stacked, pattern_of
@@ -74,8 +74,9 @@ class Conversion:
     # -- entry points -------------------------------------------------------------
     def convert_body(self, body) -> list[Layout]:
         inputs = {id(body.index): Stacked(tensor=self.indices)}
+        graph = ops.get_default_graph()
         for external, internal in body.captures:
-            inputs[id(internal)] = Invariant(tensor=external)
+            inputs[id(internal)] = Invariant(tensor=_known_value(external, graph))
         return self._convert(body.graph, inputs, body.outputs,
                              list(body.graph.control_outputs))
 
@@ -155,6 +156,9 @@ class Conversion:
         if kind is not None:
             self._record(op, "collective")
             return [collectives.convert_collective(kind, layouts[0], self)]
+        if empty.is_hidden(op):  # a nested pfor's run-time iters: keep it hidden
+            return (self._pass_through(op, layouts, pattern) if "S" in pattern
+                    else self._reemit(op, layouts))
         if op.type in _PASS_THROUGH:
             return self._pass_through(op, layouts, pattern)
         reasons = []
@@ -232,6 +236,24 @@ class Conversion:
         if entry is not None:
             rec.converter, rec.pack, rec.version = entry.name, entry.pack, entry.version
         self.records.append(rec)
+
+
+def _known_value(tensor, graph):
+    """``tensor``, or a constant of its value when it is a small integer tensor whose
+    value is known in its graph but would not be in ``graph`` (a function body, such as
+    that of the chunk loop, captures it as a placeholder): converters read shapes, axes
+    and sizes from such values to take their static paths. Integers only, so no
+    gradient is cut off."""
+    if isinstance(tensor, ops.EagerTensor) or tensor.graph is graph or not (
+            tensor.dtype.is_integer or tensor.dtype == tf.bool):
+        return tensor
+    value = tf.get_static_value(tensor)
+    if value is None or value.size > _SMALL:
+        return tensor
+    return tf.constant(value, tensor.dtype)
+
+
+_SMALL = 64
 
 
 def _stand_in(original, n_static):
