@@ -25,7 +25,7 @@ from tensorflow.python.eager import record
 from tensorflow.python.framework import func_graph, ops
 from tensorflow.python.ops import control_flow_util
 
-from pfor_core import collectives
+from pfor_core import collectives, emit
 
 _HANDLES = (tf.variant, tf.resource)
 
@@ -91,31 +91,12 @@ def _has_unknown_shapes(graph, seen: set) -> bool:
         if any(t.dtype not in _HANDLES and not t.shape.is_fully_defined()
                for t in op.outputs):
             return True
-        for name in _function_names(op):
+        for name in emit.function_names(op):
             if name in seen:
                 continue
             seen.add(name)
-            fn = _find_function(graph, name)
+            fn = emit.find_function(graph, name)
             inner = getattr(fn, "graph", None)
             if inner is None or _has_unknown_shapes(inner, seen):
                 return True  # a function whose graph we cannot see: assume the worst
     return False
-
-
-def _function_names(op) -> list[str]:
-    names = []
-    for attr in op.node_def.attr.values():
-        if attr.HasField("func"):
-            names.append(attr.func.name)
-        elif attr.HasField("list"):
-            names.extend(f.name for f in attr.list.func)
-    return names
-
-
-def _find_function(graph, name):
-    while graph is not None:
-        fn = graph._get_function(name)  # pylint: disable=protected-access
-        if fn is not None:
-            return fn
-        graph = getattr(graph, "outer_graph", None)
-    return None
