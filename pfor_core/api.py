@@ -22,9 +22,9 @@ def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
          randomness="different"):
     """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized; see API.md.
 
-    With no iterations nothing of the body runs, as in the loop: the outputs are
-    empty, shaped ``[0] + `` the per-iteration shape the body knows statically, any
-    dimension it does not know being 0.
+    With no iterations nothing of the body runs, as in the loop: each output is empty,
+    of shape ``[0]`` followed by the per-iteration shape the body knows statically (a
+    dimension it does not know is 0).
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf
