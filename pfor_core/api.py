@@ -13,7 +13,7 @@ import dataclasses
 import tensorflow as tf
 from tensorflow.python.framework import func_graph
 
-from pfor_core import autograph, budget, checks, mapped, staging
+from pfor_core import autograph, budget, checks, empty, mapped, staging
 from pfor_core.context import broadcast_invariant
 from pfor_core.plugins import default_registry
 from pfor_core.trace import trace_body
@@ -23,6 +23,10 @@ from pfor_core.walk import Conversion, Options
 def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
          randomness="different", memory_budget=None):
     """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized; see API.md.
+
+    With no iterations nothing of the body runs, as in the loop: each output is empty,
+    of shape ``[0]`` followed by the per-iteration shape the body knows statically (a
+    dimension it does not know is 0).
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf
@@ -39,7 +43,7 @@ def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
     loop_fn = autograph.convert_user_fn(loop_fn, autograph.caller_status())
     if tf.executing_eagerly():
         n_static = checks.iters(iters, eager=True)
-        if options.parallel_iterations == "auto":
+        if options.parallel_iterations == "auto" and n_static:
             options = _fit_eagerly(loop_fn, n_static, options)
         return staging.call(staging.graph_function(lambda: build(loop_fn, n_static, options)))
     return build(loop_fn, iters, options)
@@ -51,13 +55,21 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
         raise RuntimeError("pfor_core.api.build emits graph ops: call it while a graph is "
                            "being built (pf.pfor wraps it in a tf.function eagerly).")
     n_static = checks.iters(iters, eager=False)
-    n = tf.constant(n_static, tf.int32) if n_static is not None else checks.iters_tensor(iters)
+    n = tf.constant(n_static, tf.int32) if n_static is not None else empty.hide(
+        checks.iters_tensor(iters))
     body = trace_body(loop_fn)
     k = options.parallel_iterations
-    if k == "auto":
+    if k == "auto" and n_static != 0:
         k = _balanced(_fit(body, options), n_static)
-    if k is None or (n_static is not None and n_static <= k):
-        outputs = _convert_all(body, n, n_static, options, records)
+    elif k == "auto":
+        k = None
+    if n_static == 0 and empty.possible(body):
+        outputs = _no_iterations(body, options, records)
+    elif k is None or (n_static is not None and n_static <= k):
+        if n_static is None and empty.guard_needed(body):
+            outputs = _convert_guarded(body, n, options, records)
+        else:
+            outputs = _convert_all(body, n, n_static, options, records)
     else:
         outputs = _convert_chunked(body, n, n_static, k, options, records)
     return body.pack(outputs)
@@ -116,6 +128,29 @@ def _fit_eagerly(loop_fn, n_static, options: Options) -> Options:
 # Stateful ops that only read: measuring a run that has them changes nothing.
 _READS = frozenset({"ReadVariableOp", "VarHandleOp", "ResourceGather", "VariableShape",
                     "VarIsInitializedOp", "Placeholder"})
+
+
+def _no_iterations(body, options, records):
+    """Empty outputs for a static ``iters == 0``. As in the loop, nothing of the body
+    runs, and nothing of the converted body is built: grappler would see values of
+    static size 0 everywhere, and its arithmetic optimizer divides by such dimensions
+    (SIGFPE). Only for ``explain`` (``records``) is the body converted, into a graph
+    that never runs, for an unknown number of iterations."""
+    if records is not None:
+        with empty.unrun_graph():
+            n = tf.compat.v1.placeholder(tf.int32, [])
+            _convert_all(body, n, None, options, records)
+    return [empty.rows(t) for t in body.outputs]
+
+
+def _convert_guarded(body, n, options, records):
+    """``_convert_all`` run only when ``n > 0`` (see empty.guard_needed)."""
+    outs = tf.cond(n > 0, lambda: _convert_all(body, n, None, options, records),
+                   lambda: [empty.rows(t) for t in body.outputs])
+    outs = tf.nest.flatten(outs)
+    for t, original in zip(outs, body.outputs):
+        t.set_shape(tf.TensorShape([None]).concatenate(original.shape))
+    return outs
 
 
 def _conversion(options, records, indices, start, n, n_static, chunked=False):
@@ -183,9 +218,7 @@ def _concat_chunks(array, chunks, original):
     tensor, whose unknown per-iteration dimensions are taken as 0."""
     if original.shape.is_fully_defined():
         return array.concat()
-    empty_shape = [0] + [d if d is not None else 0 for d in original.shape.as_list()] \
-        if original.shape.rank is not None else [0]
-    return tf.cond(chunks > 0, array.concat, lambda: tf.zeros(empty_shape, original.dtype))
+    return tf.cond(chunks > 0, array.concat, lambda: empty.rows(original))
 
 
 def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None,
