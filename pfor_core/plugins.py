@@ -178,5 +178,5 @@ def register_batch_polymorphic(op_type, *, batched_inputs=None, priority: int = 
     from pfor_core.patterns import batch_polymorphic
 
     converter = batch_polymorphic(batched_inputs)
-    default_registry().add(op_type, converter, priority=priority)
+    default_registry().add(op_type, converter, inputs=converter.inputs, priority=priority)
     return converter

@@ -18,7 +18,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops
 
 from pfor_core import collectives, emit, fallback, messages
-from pfor_core.context import ConvertContext, Declined, broadcast_invariant
+from pfor_core.context import ConvertContext, Decline, broadcast_invariant
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Layout, Stacked, pattern_of
 
@@ -194,8 +194,8 @@ class Conversion:
         ctx = ConvertContext(op, layouts, pattern, self)
         try:
             with ops.name_scope(_scope(op)):
-                result = entry.fn(ctx)
-            if result is NotImplemented or isinstance(result, Declined):
+                result = entry.call(ctx)
+            if result is NotImplemented or isinstance(result, Decline):
                 reasons.append(f"{entry.name}: {getattr(result, 'reason', 'declined')}")
                 return None
             return _check_result(entry, op, result)

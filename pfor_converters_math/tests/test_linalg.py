@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_core.registry import IN_PROCESS
+
+IN_PROCESS = "<in-process>"  # how explain and pfor ops name in-process registrations
 
 # Tests that sample among many op types or attrs get more examples (each is cheap).
 MANY = 50

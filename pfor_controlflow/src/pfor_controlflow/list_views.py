@@ -17,7 +17,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from pfor_core import ConversionError, Invariant, Stacked
+from pfor_core.extend import ConversionError, Invariant, Stacked
 
 _R = tf.raw_ops
 

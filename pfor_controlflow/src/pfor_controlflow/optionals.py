@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import dataclasses
 
-from pfor_core import Invariant, Stacked
+from pfor_core.extend import Invariant, Stacked
 
 _R = tf.raw_ops
 
@@ -118,7 +118,7 @@ def convert_get_value(ctx):
     if not value.is_stacked:
         return ctx.decline("an invariant optional reads the same in every iteration")
     dtypes, shapes = list(ctx.attr("output_types")), ctx.attr("output_shapes")
-    stacked = [tf.TensorShape([ctx.n_static]).concatenate(s) for s in shapes]
+    stacked = [ctx.stacked_shape(s) for s in shapes]
     if isinstance(value, SplitOptional):
         # Outside a matching conditional: the parts of this type (in disjoint rows) add up.
         parts = [b for b, p in enumerate(value.parts) if p is not None and p[0] == dtypes

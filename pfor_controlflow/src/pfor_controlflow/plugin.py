@@ -1,14 +1,14 @@
 """Entry point of the control-flow pack: declares the converter API and registers converters."""
 
-import pfor_core as pf
+from pfor_core.extend import hookimpl
 
 
-@pf.hookimpl
+@hookimpl
 def pfor_converter_api_version():
     return 1
 
 
-@pf.hookimpl
+@hookimpl
 def pfor_register_converters(registry):
     from pfor_controlflow import (calls, conditionals, list_views, loops, optionals,
                                   row_views, tensor_lists)

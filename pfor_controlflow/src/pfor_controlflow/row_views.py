@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked
+from pfor_core.extend import Stacked
 
 # Body ops that read one item of a value; the converters below take them on a view.
 READERS = ("StridedSlice", "GatherV2")

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked
+from pfor_core.extend import Invariant
 
 
 def convert_ensure_shape(ctx):
-    shape = tf.TensorShape([ctx.n_static]).concatenate(tf.TensorShape(ctx.attr("shape")))
-    return Stacked(tensor=ctx.emit(ctx.inputs[0].tensor, attrs={"shape": shape})[0])
+    shape = ctx.stacked_shape(tf.TensorShape(ctx.attr("shape")))
+    return ctx.emit_stacked(ctx.inputs[0].tensor, attrs={"shape": shape})
 
 
 def convert_check_numerics(ctx):
     (x,) = ctx.inputs
     if x.is_stacked:
-        return Stacked(tensor=ctx.emit(x.tensor)[0])
+        return ctx.emit_stacked(x.tensor)
     if ctx.n_static is not None:
         return Invariant(tensor=ctx.emit(x.tensor)[0] if ctx.n_static else x.tensor)
     # n known at run time only: check a [min(n, 1), ...] view (nothing when n == 0) and

@@ -9,7 +9,6 @@ invariant split dimension and sizes (otherwise shapes differ between iterations)
 
 from __future__ import annotations
 
-from pfor_core import Stacked
 from pfor_converters_math.shape_ops import shift_axis, shifted_axis_input
 
 
@@ -18,37 +17,36 @@ def convert_concat_v2(ctx):
     if axis.is_stacked:
         return ctx.decline("stacked concat axis")
     tensors = [ctx.stack(v) for v in values]
-    return Stacked(tensor=ctx.emit(*tensors, shifted_axis_input(axis))[0])
+    return ctx.emit_stacked(*tensors, shifted_axis_input(axis))
 
 
 def convert_concat(ctx):
     """The v1 op: the axis comes first."""
     axis, *values = ctx.inputs
     tensors = [ctx.stack(v) for v in values]
-    return Stacked(tensor=ctx.emit(shifted_axis_input(axis), *tensors)[0])
+    return ctx.emit_stacked(shifted_axis_input(axis), *tensors)
 
 
 def convert_pack(ctx):
     tensors = [ctx.stack(v) for v in ctx.inputs]
     axis = shift_axis(ctx.attr("axis"))
-    return Stacked(tensor=ctx.emit(*tensors, attrs={"axis": axis})[0])
+    return ctx.emit_stacked(*tensors, attrs={"axis": axis})
 
 
 def convert_unpack(ctx):
     (x,) = ctx.inputs
     axis = shift_axis(ctx.attr("axis"))
-    return [Stacked(tensor=t) for t in ctx.emit(x.tensor, attrs={"axis": axis})]
+    return ctx.emit_stacked(x.tensor, attrs={"axis": axis})
 
 
 def convert_split(ctx):
     axis, x = ctx.inputs
-    return [Stacked(tensor=t) for t in ctx.emit(shifted_axis_input(axis), x.tensor)]
+    return ctx.emit_stacked(shifted_axis_input(axis), x.tensor)
 
 
 def convert_split_v(ctx):
     x, sizes, axis = ctx.inputs
-    return [Stacked(tensor=t)
-            for t in ctx.emit(x.tensor, sizes.tensor, shifted_axis_input(axis))]
+    return ctx.emit_stacked(x.tensor, sizes.tensor, shifted_axis_input(axis))
 
 
 def register(registry):

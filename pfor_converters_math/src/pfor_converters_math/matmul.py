@@ -21,7 +21,7 @@ import string
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 
 # Attr names of the two "transpose this operand" flags, per op type. MatMul transposes;
 # the batch matmuls take the adjoint (which conjugates complex operands).
@@ -153,7 +153,7 @@ def convert_batch_matmul(ctx):
         if matrix is not None:
             return Stacked(tensor=_matrix_times_stacked(ctx, matrix, y.tensor))
     if ctx.op_type == "BatchMatMul":  # the first version does not broadcast
-        return Stacked(tensor=ctx.emit(ctx.stacked(0), ctx.stacked(1))[0])
+        return ctx.emit_stacked(ctx.stacked(0), ctx.stacked(1))
     if ctx.pattern == "SU" and not y.shape[:-2].is_fully_defined():
         return Stacked(tensor=_iterations_into_rows(ctx, x.tensor, y.tensor))
     # Batch dims broadcast: stacked operands get size-1 axes after the iteration axis so
@@ -161,7 +161,7 @@ def convert_batch_matmul(ctx):
     rank = max(x.shape.rank, y.shape.rank)
     tensors = [shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked else v.tensor
                for v in (x, y)]
-    return Stacked(tensor=ctx.emit(*tensors)[0])
+    return ctx.emit_stacked(*tensors)
 
 
 def _fresh_label(equation: str) -> str:
@@ -186,8 +186,8 @@ def convert_einsum(ctx):
     # operands is untouched and the iteration axis stays in front.
     operands = [label + s if v.is_stacked else s for s, v in zip(operands, ctx.inputs)]
     new = ",".join(operands) + "->" + label + out
-    return Stacked(tensor=ctx.emit(*[v.tensor for v in ctx.inputs],
-                                   attrs={"equation": new})[0])
+    return ctx.emit_stacked(*[v.tensor for v in ctx.inputs],
+                            attrs={"equation": new})
 
 
 def register(registry):

@@ -14,8 +14,6 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core import Stacked
-
 REDUCTIONS = ("Sum", "Mean", "Prod", "Max", "Min", "All", "Any", "EuclideanNorm")
 ARG_REDUCTIONS = ("ArgMax", "ArgMin")
 SCANS = ("Cumsum", "Cumprod", "CumulativeLogsumexp")
@@ -45,7 +43,7 @@ def convert_along_axes(ctx):
     shifted, reason = _shifted_axes(axes, x.shape.rank)
     if shifted is None:
         return ctx.decline(reason)
-    return [Stacked(tensor=t) for t in ctx.emit(x.tensor, shifted)]
+    return ctx.emit_stacked(x.tensor, shifted)
 
 
 def register(registry):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, shapes
+from pfor_core.extend import Invariant, Stacked, shapes
 
 
 # -- helpers the pack's other array modules share ------------------------------------
@@ -106,7 +106,7 @@ def convert_reshape(ctx):
 def convert_transpose(ctx):
     """Transpose / ConjugateTranspose: the perm keeps axis 0 first."""
     x, perm = ctx.inputs
-    return Stacked(tensor=ctx.emit(x.tensor, prepend_shifted(perm, 0))[0])
+    return ctx.emit_stacked(x.tensor, prepend_shifted(perm, 0))
 
 
 def prepend_shifted(value, first):
@@ -120,7 +120,7 @@ def prepend_shifted(value, first):
 
 def convert_expand_dims(ctx):
     x, axis = ctx.inputs
-    return Stacked(tensor=ctx.emit(x.tensor, shifted_axis_input(axis))[0])
+    return ctx.emit_stacked(x.tensor, shifted_axis_input(axis))
 
 
 def convert_squeeze(ctx):
@@ -135,7 +135,7 @@ def convert_squeeze(ctx):
         if not dims:
             return Stacked(tensor=x.tensor)
     squeezed = [shift_axis(d) for d in dims]
-    return Stacked(tensor=ctx.emit(x.tensor, attrs={"squeeze_dims": squeezed})[0])
+    return ctx.emit_stacked(x.tensor, attrs={"squeeze_dims": squeezed})
 
 
 # -- shape queries: invariant results ---------------------------------------------------
@@ -221,7 +221,7 @@ def convert_broadcast_to(ctx):
 def convert_tile(ctx):
     x, multiples = ctx.inputs
     if not multiples.is_stacked:
-        return Stacked(tensor=ctx.emit(x.tensor, prepend(multiples, 1))[0])
+        return ctx.emit_stacked(x.tensor, prepend(multiples, 1))
     # Stacked multiples are the same in every iteration when both shapes are static
     # (an empty input axis stays empty whatever its multiple).
     out, shape = proven_shape(ctx), x.shape
@@ -241,8 +241,8 @@ def convert_one_hot(ctx):
     if indices.is_stacked:
         axis = shift_axis(axis)
     if not (on.is_stacked or off.is_stacked):
-        return Stacked(tensor=ctx.emit(indices.tensor, depth.tensor, on.tensor, off.tensor,
-                                       attrs={"axis": axis})[0])
+        return ctx.emit_stacked(indices.tensor, depth.tensor, on.tensor, off.tensor,
+                                attrs={"axis": axis})
     if indices.shape.rank is None:
         return ctx.decline("indices rank unknown")
     true, false = tf.constant(True), tf.constant(False)

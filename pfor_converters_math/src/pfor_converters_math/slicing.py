@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, shapes
+from pfor_core.extend import Invariant, Stacked, shapes
 from pfor_converters_math.shape_ops import (prepend, proven_shape, shift_axis,
                                             shifted_axis_input, static_value)
 
@@ -79,7 +79,7 @@ def convert_gather(ctx):
 def convert_gather_nd(ctx):
     params, indices = ctx.inputs
     if not params.is_stacked:
-        return Stacked(tensor=ctx.emit(params.tensor, indices.tensor)[0])
+        return ctx.emit_stacked(params.tensor, indices.tensor)
     if indices.shape.rank is None:
         return ctx.decline("indices rank unknown")
     # Index tuples [n, ..., k] become [n, ..., 1 + k] with the iteration number first.
@@ -88,14 +88,14 @@ def convert_gather_nd(ctx):
     rows = tf.range(dims[0], dtype=indices.dtype)
     rows = shapes.reshape(rows, dims[:1] + [1] * indices.shape.rank)
     rows = tf.broadcast_to(rows, shapes.shape_tensor(dims[:-1] + [1]))
-    return Stacked(tensor=ctx.emit(params.tensor, tf.concat([rows, tuples], -1))[0])
+    return ctx.emit_stacked(params.tensor, tf.concat([rows, tuples], -1))
 
 
 # -- Slice ------------------------------------------------------------------------------
 def convert_slice(ctx):
     x, begin, size = ctx.inputs
     if not begin.is_stacked:
-        return Stacked(tensor=ctx.emit(x.tensor, prepend(begin, 0), prepend(size, -1))[0])
+        return ctx.emit_stacked(x.tensor, prepend(begin, 0), prepend(size, -1))
     sizes = proven_shape(ctx)  # static, so no size is -1
     if sizes is None:
         return ctx.decline("a stacked start needs static sizes")
@@ -182,11 +182,11 @@ def convert_strided_slice_grad(ctx):
     shifted = {k: v << 1 for k, v in masks.items()}
     shifted["begin_mask"] |= 1
     shifted["end_mask"] |= 1
-    n = tf.cast(ctx.n_static if ctx.n_static is not None else ctx.n, shape.dtype)
+    n = tf.cast(ctx.n_dim, shape.dtype)
     whole = tf.concat([tf.reshape(n, [1]), shape.tensor], 0)
     bounds = (_prepend_tensor(t, v) for t, v in
               ((begin.tensor, 0), (end.tensor, 0), (strides.tensor, 1)))
-    return Stacked(tensor=ctx.emit(whole, *bounds, ctx.inputs[4].tensor, attrs=shifted)[0])
+    return ctx.emit_stacked(whole, *bounds, ctx.inputs[4].tensor, attrs=shifted)
 
 
 def _plan_stacked_bounds(ctx, masks):
@@ -303,12 +303,12 @@ def convert_pad(ctx):
 
 def convert_reverse(ctx):
     x, axis = ctx.inputs
-    return Stacked(tensor=ctx.emit(x.tensor, shifted_axis_input(axis))[0])
+    return ctx.emit_stacked(x.tensor, shifted_axis_input(axis))
 
 
 def convert_roll(ctx):
     x, shift, axis = ctx.inputs
-    return Stacked(tensor=ctx.emit(x.tensor, shift.tensor, shifted_axis_input(axis))[0])
+    return ctx.emit_stacked(x.tensor, shift.tensor, shifted_axis_input(axis))
 
 
 def register(registry):

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 
 
 def convert_last_axis(ctx):
     """Ops acting on the last axis with an invariant size argument (k, n)."""
-    return [Stacked(tensor=t) for t in ctx.emit(*[v.tensor for v in ctx.inputs])]
+    return ctx.emit_stacked(*[v.tensor for v in ctx.inputs])
 
 
 def convert_bound(ctx):

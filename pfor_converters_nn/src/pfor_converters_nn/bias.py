@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 from pfor_converters_nn.unfolded import before_unfold
 
 

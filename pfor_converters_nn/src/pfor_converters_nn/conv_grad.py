@@ -26,7 +26,7 @@ import functools
 
 import tensorflow as tf
 
-from pfor_core import Stacked
+from pfor_core.extend import Stacked
 
 from pfor_converters_nn import conv
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, shapes
+from pfor_core.extend import Decline, Invariant, Stacked, shapes
 from pfor_converters_nn import pooling
 
 
@@ -50,29 +50,24 @@ def _unfold(ctx, tensor: tf.Tensor, k: int) -> Stacked:
     return Stacked(tensor=pooling.unfold(ctx, tensor, pooling.batch_of(ctx, k)))
 
 
-def _declines_stacked_params(ctx, first: int):
-    """A decline if any input from ``first`` on (sizes, scales, k) is stacked."""
+def _require_invariant_params(ctx, first: int) -> None:
+    """Decline (raise) if any input from ``first`` on (sizes, scales, k) is stacked."""
     stacked = [k for k, v in enumerate(ctx.inputs) if k >= first and v.is_stacked]
     if stacked:
-        return ctx.decline(f"input {stacked[0]} (size, scale or k) must be loop-invariant: "
-                           "a stacked one gives iterations different output shapes")
-    return None
+        raise Decline(f"input {stacked[0]} (size, scale or k) must be loop-invariant: "
+                      "a stacked one gives iterations different output shapes")
 
 
 def convert_resize(ctx):
     """Resize ops (images, size[, scale, translation]): fold n into the batch."""
-    declined = _declines_stacked_params(ctx, 1)
-    if declined is not None:
-        return declined
+    _require_invariant_params(ctx, 1)
     out = ctx.emit(_fold(ctx, 0), *[v.tensor for v in ctx.inputs[1:]])[0]
     return _unfold(ctx, out, 0)
 
 
 def convert_resize_grad(ctx):
     """(grads, original_image[, scale, translation]) gradient kernels."""
-    declined = _declines_stacked_params(ctx, 2)
-    if declined is not None:
-        return declined
+    _require_invariant_params(ctx, 2)
     grads, original = ctx.inputs[:2]
     rest = [v.tensor for v in ctx.inputs[2:]]
     if not grads.is_stacked:
@@ -85,9 +80,7 @@ def convert_resize_grad(ctx):
 
 def convert_resize_nearest_grad(ctx):
     """ResizeNearestNeighborGrad(grads, size): fold the gradients."""
-    declined = _declines_stacked_params(ctx, 1)
-    if declined is not None:
-        return declined
+    _require_invariant_params(ctx, 1)
     out = ctx.emit(_fold(ctx, 0), ctx.inputs[1].tensor)[0]
     return _unfold(ctx, out, 0)
 
@@ -98,7 +91,7 @@ def convert_adjust_color(ctx):
     if images.shape.rank is None:
         return ctx.decline("the images' rank is unknown")
     if not factor.is_stacked:
-        return Stacked(tensor=ctx.emit(images.tensor, factor.tensor)[0])
+        return ctx.emit_stacked(images.tensor, factor.tensor)
     # Invariant images are broadcast: the result has that size anyway.
     x = ctx.stacked(0)
     compute = tf.float32 if x.dtype in (tf.float16, tf.bfloat16) else x.dtype
@@ -138,9 +131,7 @@ def convert_depth_space(ctx):
 
 def convert_in_top_k(ctx):
     """InTopK(predictions, targets) / InTopKV2(predictions, targets, k)."""
-    declined = _declines_stacked_params(ctx, 2)
-    if declined is not None:
-        return declined
+    _require_invariant_params(ctx, 2)
     k = 0 if ctx.inputs[0].is_stacked else 1
     out = ctx.emit(_fold(ctx, 0), _fold(ctx, 1), *[v.tensor for v in ctx.inputs[2:]])[0]
     return _unfold(ctx, out, k)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, shapes
+from pfor_core.extend import Invariant, Stacked, shapes
 from pfor_converters_nn import pooling
 
 
@@ -43,7 +43,7 @@ def merge_into_channels(ctx, value, channel: int) -> tf.Tensor:
 def split_from_channels(ctx, tensor: tf.Tensor, channel: int, channels) -> tf.Tensor:
     """Undo ``merge_into_channels``: back to stacked [n, ...]."""
     d = shapes.dims(tensor)
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     x = shapes.reshape(tensor, d[:channel] + [n, channels] + d[channel + 1:])
     rank = len(d)
     perm = [channel] + list(range(channel)) + list(range(channel + 1, rank + 1))
@@ -54,12 +54,12 @@ def per_channel(ctx, value) -> tf.Tensor:
     """A per-channel vector as [n*c]: stacked [n, c] flattened, invariant [c] tiled."""
     if value.is_stacked:
         return shapes.reshape(value.tensor, [shapes.product(ctx.dims(value))])
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     return tf.tile(value.tensor, shapes.shape_tensor([n]))
 
 
 def split_vector(ctx, tensor: tf.Tensor, channels) -> Stacked:
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     return Stacked(tensor=shapes.reshape(tensor, [n, channels]))
 
 

@@ -1,14 +1,14 @@
 """Entry point of the nn pack: declares the converter API and registers converters."""
 
-import pfor_core as pf
+from pfor_core.extend import hookimpl
 
 
-@pf.hookimpl
+@hookimpl
 def pfor_converter_api_version():
     return 1
 
 
-@pf.hookimpl
+@hookimpl
 def pfor_register_converters(registry):
     """Register each op family's converters (more families: see the nn issue)."""
     from pfor_converters_nn import activations, bias, losses

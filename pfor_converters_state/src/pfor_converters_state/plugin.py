@@ -1,14 +1,14 @@
 """Entry point of the state pack: declares the converter API and registers converters."""
 
-import pfor_core as pf
+from pfor_core.extend import hookimpl
 
 
-@pf.hookimpl
+@hookimpl
 def pfor_converter_api_version():
     return 1
 
 
-@pf.hookimpl
+@hookimpl
 def pfor_register_converters(registry):
     from pfor_converters_state import printing, random_ops, variables
 

@@ -38,8 +38,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, shapes
-from pfor_core.errors import ConversionError
+from pfor_core.extend import ConversionError, Invariant, Stacked, shapes
 
 from pfor_converters_state import normal, philox
 
@@ -89,13 +88,13 @@ def _mode(ctx) -> str:
 
 def _prefixed_shape(ctx, shape: tf.Tensor) -> tf.Tensor:
     """``[n] + shape`` in the shape's dtype."""
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     return tf.concat([tf.reshape(tf.cast(n, shape.dtype), [1]), shape], 0)
 
 
 def _draw_stacked(ctx, shape: tf.Tensor, *rest) -> Stacked:
     out = ctx.emit(_prefixed_shape(ctx, shape), *rest)[0]
-    out.set_shape(tf.TensorShape([ctx.n_static]).concatenate(ctx.output_shapes[0]))
+    out.set_shape(ctx.stacked_shape(ctx.output_shapes[0]))
     return Stacked(tensor=out)
 
 
@@ -159,7 +158,7 @@ def _multinomial_rows(ctx):
     """Invariant logits [B, C]: ``n * num_samples`` samples per row (further inputs, a
     seed, as they are), split into ``[n, B, num_samples]``."""
     logits, num, *rest = (v.tensor for v in ctx.inputs)
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     out = ctx.emit(logits, num * tf.cast(n, num.dtype), *rest)[0]
     b = logits.shape[0] if logits.shape[0] is not None else tf.shape(logits)[0]
     rows = shapes.reshape(out, [b, n, _static_or_tensor(num)])
@@ -261,9 +260,9 @@ def _exact_draw(ctx):
 
 def _reshaped(ctx, flat: tf.Tensor, shape: tf.Tensor) -> Stacked:
     """Rows of ``flat`` [n, size] as the stacked draw ``[n] + shape``."""
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     out = tf.reshape(flat, tf.concat([tf.reshape(tf.cast(n, shape.dtype), [1]), shape], 0))
-    out.set_shape(tf.TensorShape([ctx.n_static]).concatenate(ctx.output_shapes[0]))
+    out.set_shape(ctx.stacked_shape(ctx.output_shapes[0]))
     return Stacked(tensor=out)
 
 

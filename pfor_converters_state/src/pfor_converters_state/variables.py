@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, shapes
-from pfor_core.errors import ConversionError
+from pfor_core.extend import ConversionError, Invariant, shapes
 
 
 def convert_var_handle(ctx):
