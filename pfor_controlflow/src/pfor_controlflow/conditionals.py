@@ -218,5 +218,6 @@ def convert_stacked_selector(ctx):
 
 def register(registry):
     ops = ["If", "StatelessIf", "Case", "StatelessCase"]
-    registry.add(ops, convert_invariant_selector, inputs="U*...")
-    registry.add(ops, convert_stacked_selector, inputs="S*...")
+    # Views travel into the branches as they are (the branches' converters know them).
+    registry.add(ops, convert_invariant_selector, inputs="U*...", views=True)
+    registry.add(ops, convert_stacked_selector, inputs="S*...", views=True)

@@ -172,4 +172,4 @@ def convert_while(ctx):
 
 
 def register(registry):
-    registry.add(["While", "StatelessWhile"], convert_while)
+    registry.add(["While", "StatelessWhile"], convert_while, views=True)
