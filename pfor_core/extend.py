@@ -11,8 +11,9 @@ project's own packs. docs/extending.rst documents every name below.
 - ``shapes``: shape helpers that stay static where shapes are known.
 - Registration patterns, converters for whole families of ops: ``elementwise``,
   ``broadcasting``, ``batch_polymorphic``.
-- ``PackRegistrar`` (what the ``pfor_register_converters`` hook receives), the hook
-  marker ``hookimpl`` and ``ConversionError`` (raise it when the body itself is wrong).
+- ``PackRegistrar`` (what the ``pfor_register_converters`` hook receives),
+  ``op_types_of`` (the op types a registration function adds), the hook marker
+  ``hookimpl`` and ``ConversionError`` (raise it when the body itself is wrong).
 
 >>> import tensorflow as tf
 >>> import pfor_core as pf
@@ -31,10 +32,10 @@ from pfor_core.errors import ConversionError
 from pfor_core.hookspecs import hookimpl
 from pfor_core.layout import Invariant, Stacked, View
 from pfor_core.patterns import batch_polymorphic, broadcasting, elementwise
-from pfor_core.registry import PackRegistrar
+from pfor_core.registry import PackRegistrar, op_types_of
 
 __all__ = [
     "ConversionError", "ConvertContext", "Converted", "Decline", "Invariant",
     "PackRegistrar", "Stacked", "View", "batch_polymorphic", "broadcasting", "elementwise",
-    "hookimpl", "shapes",
+    "hookimpl", "op_types_of", "shapes",
 ]

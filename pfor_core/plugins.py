@@ -16,7 +16,7 @@ import warnings
 
 import pluggy
 
-from pfor_core import hookspecs
+from pfor_core import autograph, hookspecs
 from pfor_core.registry import PackRegistrar, Registry
 
 ENTRY_POINT_GROUP = "pfor.converters"
@@ -83,6 +83,7 @@ def load_one(manager, registry: Registry, load, info: PackInfo) -> None:
         _fail(info, "failed", f"pfor_converter_api_version raised {type(err).__name__}: {err}")
         return
     info.api_version = api
+    _declare_hints(registry, module, info)
     if api != CONVERTER_API_VERSION:
         declared = "declares no converter-API version" if api is None else (
             f"was written for converter API {api}")
@@ -97,9 +98,31 @@ def load_one(manager, registry: Registry, load, info: PackInfo) -> None:
             if impl.plugin_name == info.name:
                 impl.function(registry=registrar)
         info.converters = registrar.count
+        _declare_library_modules(registry, module)
     except Exception as err:  # pylint: disable=broad-except
         registry.remove_pack(info.name)
         _fail(info, "failed", f"pfor_register_converters raised {type(err).__name__}: {err}")
+
+
+def _declare_hints(registry: Registry, module, info: PackInfo) -> None:
+    """Record the pack's ``pfor_install_hints`` (optional; a broken one is ignored: hints
+    only add to messages)."""
+    hook = getattr(module, "pfor_install_hints", None)
+    try:
+        hints = dict(hook()) if callable(hook) else {}
+    except Exception:  # pylint: disable=broad-except
+        return
+    for op_type, hint in hints.items():
+        if isinstance(op_type, str) and isinstance(hint, str):
+            registry.hints.setdefault(op_type, []).append((info.name, hint))
+
+
+def _declare_library_modules(registry: Registry, module) -> None:
+    """Record the pack's ``pfor_library_modules`` and keep AutoGraph out of them."""
+    hook = getattr(module, "pfor_library_modules", None)
+    names = [str(n) for n in hook()] if callable(hook) else []
+    registry.library_modules.update(names)
+    autograph.keep_unconverted(names)
 
 
 def _fail(info: PackInfo, status: str, reason: str) -> None:
@@ -117,8 +140,8 @@ def default_registry() -> Registry:
     >>> import pfor_core as pf
     >>> "MatMul" in pf.default_registry().op_types()
     True
-    >>> "pfor-converters-math" in [pack.name for pack in pf.default_registry().packs]
-    True
+    >>> sorted({pack.status for pack in pf.default_registry().packs})
+    ['loaded']
     """
     if not _DEFAULT:
         registry = Registry()

@@ -109,6 +109,9 @@ class Registry:
         # packs that asked), e.g. stateless random ops seeded from a generator's state.
         self._see_invariant: dict[str, set[str]] = {}
         self.packs: list = []  # PackInfo records, filled by plugins.load_packs
+        # What packs declared through their hooks (plugins.load_one fills these).
+        self.library_modules: set[str] = set()
+        self.hints: dict[str, list[tuple[str, str]]] = {}  # op type -> [(pack, hint)]
 
     def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
             priority: int = 0, pack: str = IN_PROCESS, version: str = "",
@@ -237,3 +240,32 @@ class PackRegistrar:
 
         converter = batch_polymorphic(batched_inputs)
         self.add(op_types, converter, inputs=converter.inputs, priority=priority)
+
+
+class _OpTypeCollector:
+    """Stands in for a ``PackRegistrar``: records op types, registers nothing."""
+
+    def __init__(self):
+        self.op_types: set[str] = set()
+
+    def add(self, op_types, *args, **kwargs) -> None:  # pylint: disable=unused-argument
+        self.op_types.update([op_types] if isinstance(op_types, str) else op_types)
+
+    batch_polymorphic = add
+
+    def dispatch_invariant(self, op_types) -> None:
+        pass
+
+
+def op_types_of(register: Callable) -> set[str]:
+    """The op types ``register(registry)`` adds (a pack's ``pfor_register_converters``
+    or a family module's ``register``), found without registering anything: e.g. to
+    answer ``pfor_install_hints`` for every op type of the pack.
+
+    >>> from pfor_core.extend import elementwise, op_types_of
+    >>> sorted(op_types_of(lambda registry: registry.add(["Exp", "Log"], elementwise)))
+    ['Exp', 'Log']
+    """
+    collector = _OpTypeCollector()
+    register(registry=collector)
+    return collector.op_types

@@ -224,7 +224,8 @@ class Conversion:
             self._warned.add(op.type)
             warnings.warn(messages.fallback_warning(op, layouts, reasons),
                           messages.FallbackWarning, stacklevel=messages.user_stacklevel())
-        self._record(op, "fallback", stacked=True, reason="; ".join(reasons))
+        self._record(op, "fallback", stacked=True, reason="; ".join(reasons) or
+                     messages.no_converter(op, layouts, self.registry))
         return fallback.run_sequentially(op, layouts, self, reasons)
 
     def _record(self, op, how, *, entry=None, stacked=False, reason=""):

@@ -5,6 +5,7 @@ not even name a pack: it knows packs only through entry points and their hooks."
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -33,3 +34,11 @@ def test_import_linter_contracts_are_kept():
     assert run.returncode == 0, out[-4000:]
     assert "3 kept, 0 broken" in out, out[-4000:]
 
+
+
+def test_the_core_names_no_pack():
+    pattern = re.compile("|".join(PACK_MODULES + tuple(m.replace("_", "-") for m in PACK_MODULES)))
+    named = [f"{path.relative_to(ROOT)}:{k}" for path in sorted((ROOT / "pfor_core").rglob("*.py"))
+             for k, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if pattern.search(line)]
+    assert not named, f"the core names a pack here (declare it through a hook instead): {named}"

@@ -1,6 +1,6 @@
 """Entry point of the nn pack: declares the converter API and registers converters."""
 
-from pfor_core.extend import hookimpl
+from pfor_core.extend import hookimpl, op_types_of
 
 
 @hookimpl
@@ -10,7 +10,7 @@ def pfor_converter_api_version():
 
 @hookimpl
 def pfor_register_converters(registry):
-    """Register each op family's converters (more families: see the nn issue)."""
+    """Register each op family's converters."""
     from pfor_converters_nn import activations, bias, losses
     from pfor_converters_nn import normalization, pooling
     from pfor_converters_nn import conv, image, space_batch
@@ -23,3 +23,16 @@ def pfor_register_converters(registry):
     conv.register(registry)
     image.register(registry)
     space_batch.register(registry)
+
+
+@hookimpl
+def pfor_library_modules():
+    """This pack's code: AutoGraph leaves it alone, pfor's messages skip its frames."""
+    return ["pfor_converters_nn"]
+
+
+@hookimpl
+def pfor_install_hints():
+    """Shown for this pack's op types when no loaded pack converts them (e.g. this one
+    is installed but was refused or disabled)."""
+    return dict.fromkeys(op_types_of(pfor_register_converters), "pip install -U pfor-converters-nn")
