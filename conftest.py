@@ -53,6 +53,7 @@ class StrictPatterns:
 
     def __init__(self):
         self.seen: set[tuple] = set()
+        self.installed = False
 
     def install(self) -> None:
         from pfor_core import walk  # pylint: disable=import-outside-toplevel
@@ -69,8 +70,12 @@ class StrictPatterns:
 
         walk.Conversion._try = _try  # pylint: disable=protected-access
 
-    def pytest_sessionstart(self, session):  # pylint: disable=unused-argument
-        self.install()  # not at configure time: importing TensorFlow then is noisy
+    def pytest_runtest_setup(self, item):  # pylint: disable=unused-argument
+        # Installed with the first test, whose output is captured: importing TensorFlow
+        # earlier prints its start-up logs to the terminal.
+        if not self.installed:
+            self.install()
+            self.installed = True
 
     # Worker side: hand the records to the controller.
     @pytest.hookimpl(tryfirst=True)

@@ -1,6 +1,7 @@
 """pfor: vectorize parallel-for loops over TensorFlow graphs statically.
 
-``import pfor_core as pf``; see API.md for the contract.
+``import pfor_core as pf``; docs/api.rst is the contract (the converter API for packs is
+``pfor_core.extend``, docs/extending.rst).
 """
 
 from pfor_core import autograph as _autograph

@@ -20,7 +20,7 @@ from pfor_core.walk import Conversion, Options
 
 def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
          randomness="different"):
-    """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized; see API.md.
+    """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized (docs/api.rst).
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf
