@@ -30,3 +30,105 @@ for _pack in ("pfor_converters_math", "pfor_converters_nn", "pfor_converters_sta
         importlib.import_module(_pack)
     except ImportError:
         pass
+
+
+# -- The registry-wide meta-test ----------------------------------------------------------
+# Every converter a first-party pack registers must be exercised, for every input pattern
+# it declares, by at least one strict-mode (fallback="error") conversion somewhere in the
+# suite. Each process records the (pack, converter, pattern) registrations that took an
+# op under fallback="error" (a narrow converter counts when it is asked at all: it
+# mostly declines by design); xdist workers hand their records to the controller, which
+# checks them when the whole suite ran (tests/test_strict_coverage.py holds the check and
+# the short list of known gaps).
+import json  # noqa: E402
+import pathlib  # noqa: E402
+
+import pytest  # noqa: E402
+
+_STRICT_KEY = "pfor_strict_patterns"
+
+
+class StrictPatterns:
+    """Records which registrations converted ops under fallback="error"."""
+
+    def __init__(self):
+        self.seen: set[tuple] = set()
+        self.installed = False
+
+    def install(self) -> None:
+        from pfor_core import walk  # pylint: disable=import-outside-toplevel
+
+        original = walk.Conversion._try  # pylint: disable=protected-access
+        seen = self.seen
+
+        def _try(conversion, entry, *args, **kwargs):
+            result = original(conversion, entry, *args, **kwargs)
+            if conversion.options.fallback == "error" and not conversion.trial and (
+                    result is not None or entry.narrow):
+                seen.add((entry.pack, entry.name, entry.inputs or "*..."))
+            return result
+
+        walk.Conversion._try = _try  # pylint: disable=protected-access
+
+    def pytest_runtest_setup(self, item):  # pylint: disable=unused-argument
+        # Installed with the first test, whose output is captured: importing TensorFlow
+        # earlier prints its start-up logs to the terminal.
+        if not self.installed:
+            self.install()
+            self.installed = True
+
+    # Worker side: hand the records to the controller.
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session):
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[_STRICT_KEY] = json.dumps(sorted(self.seen))
+            return
+        self._check(session)
+
+    # Controller side (xdist).
+    def pytest_testnodedown(self, node, error):  # pylint: disable=unused-argument
+        data = getattr(node, "workeroutput", {}).get(_STRICT_KEY)
+        if data:
+            self.seen.update(tuple(x) for x in json.loads(data))
+
+    def _check(self, session):
+        out = os.environ.get("PFOR_STRICT_PATTERNS_OUT")  # to inspect a partial run's records
+        if out:
+            pathlib.Path(out).write_text(json.dumps(sorted(self.seen)), encoding="utf-8")
+        config = session.config
+        whole = (config.args_source == pytest.Config.ArgsSource.TESTPATHS
+                 and not config.option.keyword and not config.option.markexpr
+                 and not getattr(config.option, "deselect", None)
+                 and not getattr(config.option, "lf", False))
+        if not whole or session.shouldfail or session.shouldstop:
+            return
+        check = _load_strict_check()
+        self.gaps = check.gaps(self.seen)
+        if self.gaps:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter):
+        gaps = getattr(self, "gaps", None)
+        if gaps:
+            terminalreporter.section("converters never exercised under fallback='error'",
+                                     red=True)
+            for gap in gaps:
+                terminalreporter.line(f"{gap[0]}: {gap[1]} for inputs {gap[2]}")
+            terminalreporter.line(
+                "Add a strict-mode test for each (pfor_core.testing), or list it in "
+                "KNOWN_GAPS in tests/test_strict_coverage.py with the reason.")
+
+
+def _load_strict_check():
+    import importlib.util  # pylint: disable=import-outside-toplevel
+
+    path = pathlib.Path(__file__).parent / "tests" / "test_strict_coverage.py"
+    spec = importlib.util.spec_from_file_location("_pfor_strict_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(StrictPatterns(), "pfor-strict-patterns")

@@ -1,6 +1,7 @@
 """pfor: vectorize parallel-for loops over TensorFlow graphs statically.
 
-``import pfor_core as pf``; see API.md for the contract.
+``import pfor_core as pf``; docs/api.rst is the contract (the converter API for packs is
+``pfor_core.extend``, docs/extending.rst).
 """
 
 from pfor_core import autograph as _autograph
@@ -17,7 +18,7 @@ from pfor_core.plugins import (CONVERTER_API_VERSION, default_registry,
                                register_batch_polymorphic, register_converter)
 from pfor_core.vmap import vmap
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 _autograph.keep_library_unconverted()
 

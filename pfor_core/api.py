@@ -22,7 +22,7 @@ from pfor_core.walk import Conversion, Options
 
 def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
          randomness="different", memory_budget=None):
-    """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized; see API.md.
+    """Run ``loop_fn(i)`` for ``i`` in ``range(iters)``, vectorized (docs/api.rst).
 
     With no iterations nothing of the body runs, as in the loop: each output is empty,
     of shape ``[0]`` followed by the per-iteration shape the body knows statically (a

@@ -4,20 +4,27 @@ Like TensorFlow's own higher-order functions, ``loop_fn`` is converted by AutoGr
 (Python ``if``/``for`` on tensors become ``tf.cond``/``tf.while_loop``) unless the
 caller turned AutoGraph off (``tf.function(autograph=False)``). The library itself is
 never converted: from an AutoGraph-converted ``tf.function``, our converters and plugin
-loader would otherwise be rewritten recursively, changing their Python semantics.
+loader would otherwise be rewritten recursively, changing their Python semantics. The
+core adds itself at import; each pack's modules are added when it loads, from its
+``pfor_library_modules`` hook.
 """
 
 from tensorflow.python.autograph.core import ag_ctx, config
 from tensorflow.python.autograph.impl import api as autograph_api
 
-_LIBRARY = ("pfor_core", "pfor_converters_math", "pfor_converters_nn",
-            "pfor_converters_state", "pfor_controlflow")
+CORE = "pfor_core"
 
 
 def keep_library_unconverted() -> None:
-    """Add our packages to AutoGraph's do-not-convert rules (idempotent)."""
+    """Add the core to AutoGraph's do-not-convert rules (idempotent)."""
+    keep_unconverted([CORE])
+
+
+def keep_unconverted(modules) -> None:
+    """Add these top-level modules to AutoGraph's do-not-convert rules (idempotent)."""
     present = {getattr(rule, "_prefix", None) for rule in config.CONVERSION_RULES}
-    rules = tuple(config.DoNotConvert(name) for name in _LIBRARY if name not in present)
+    rules = tuple(config.DoNotConvert(name) for name in dict.fromkeys(modules)
+                  if name not in present)
     if rules:
         config.CONVERSION_RULES = rules + tuple(config.CONVERSION_RULES)
 

@@ -4,6 +4,8 @@
 happened when loading each. ``pfor ops`` lists every op type with a converter, in
 dispatch order: the first entry wins; a later one that an earlier entry accepts every
 input pattern of is *shadowed* (reached only when a better converter declines).
+``pfor ops --patterns`` lists, per op type and input pattern (``S`` stacked, ``U``
+invariant), which converter vectorizes it or that it falls back (see ``coverage``).
 ``pfor ops --missing`` compares with TensorFlow's own vectorizer by reading, at run
 time, the registry its ``RegisterPFor`` decorator fills; nothing of it is copied here.
 """
@@ -42,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     ops.add_argument("--pack", metavar="NAME",
                      help="only this pack's converters (distribution name; - and _ alike)")
     ops.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ops.add_argument("--patterns", action="store_true",
+                     help="per op type and input pattern (S stacked, U invariant): the "
+                          "converter that vectorizes it, or 'fallback'")
     ops.add_argument("--missing", action="store_true",
                      help="op types TensorFlow's vectorizer handles and no installed pack "
                           "does (with --pack: that pack does not)")
@@ -86,6 +91,8 @@ def _cmd_ops(args) -> int:
         return 1
     if args.missing:
         return _cmd_missing(registry, args)
+    if args.patterns:
+        return _cmd_patterns(registry, args)
     rows = _op_rows(registry, args.pack)
     if args.json:
         _print_json(rows)
@@ -155,6 +162,25 @@ def _covers(spec_a: str | None, spec_b: str | None) -> bool:
             if pattern_matches(spec_b, pattern) and not pattern_matches(spec_a, pattern):
                 return False
     return True
+
+
+def _cmd_patterns(registry, args) -> int:
+    from pfor_core import coverage
+    from pfor_core.plugins import normalize
+
+    rows = coverage.pattern_rows(registry)
+    if args.pack is not None:
+        wanted = normalize(args.pack)
+        rows = [r for r in rows if normalize(r["pack"]) == wanted or any(
+            normalize(c.rsplit("[", 1)[-1].rstrip("]")) == wanted
+            for c in r["then"] + r["narrow"])]
+    if args.json:
+        _print_json(rows)
+        return 0
+    _print_table(("op type", "inputs", "converter", "pack", "then", "narrow (first)"),
+                 [(r["op_type"], r["inputs"], r["converter"], r["pack"],
+                   ", ".join(r["then"]), ", ".join(r["narrow"])) for r in rows])
+    return 0
 
 
 def _cmd_missing(registry, args) -> int:

@@ -23,20 +23,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from pfor_core.walk import Conversion
 
 
-class Declined:
-    """Returned (via ``ctx.decline``) when a converter does not handle these inputs."""
+class Decline(Exception):
+    """A converter's "not for these inputs": return it, or raise it from a helper.
 
-    __slots__ = ("reason",)
+    Either way the op goes to the next candidate converter, then to the fallback loop,
+    and ``pf.explain`` shows the reason. ``ctx.decline(reason)`` makes one. Raise
+    ``ConversionError`` instead when the body itself is wrong (no loop could run it).
+
+    >>> from pfor_core.extend import Decline
+    >>> Decline("stacked filter").reason
+    'stacked filter'
+    """
 
     def __init__(self, reason: str):
+        super().__init__(reason)
         self.reason = reason
 
     def __repr__(self):
-        return f"Declined({self.reason!r})"
+        return f"Decline({self.reason!r})"
 
 
 class ConvertContext:
-    """The conversion of one body op, as seen by a converter."""
+    """The conversion of one body op, as seen by a converter: the op, its inputs as
+    layout values, the loop, and helpers. A converter is ``fn(ctx)``."""
 
     __slots__ = ("op", "inputs", "pattern", "_conversion")
 
@@ -50,6 +59,7 @@ class ConvertContext:
     # -- the op -------------------------------------------------------------------
     @property
     def op_type(self) -> str:
+        """The body op's type string, e.g. ``"MatMul"``."""
         return self.op.type
 
     def attr(self, name: str):
@@ -57,6 +67,7 @@ class ConvertContext:
         return self.op.get_attr(name)
 
     def has_attr(self, name: str) -> bool:
+        """Whether the body op has the attr ``name``."""
         return name in self.op.node_def.attr
 
     @property
@@ -66,6 +77,7 @@ class ConvertContext:
 
     @property
     def output_dtypes(self) -> list[tf.DType]:
+        """Dtypes of the op's outputs."""
         return [t.dtype for t in self.op.outputs]
 
     # -- the loop -----------------------------------------------------------------
@@ -76,7 +88,20 @@ class ConvertContext:
 
     @property
     def n_static(self) -> int | None:
+        """``n`` as a Python int when known statically, else None."""
         return self._conversion.n_static
+
+    @property
+    def n_dim(self):
+        """``n`` as a dimension: a Python int where static, else the int32 scalar
+        tensor (what the shape helpers take in shape lists: ``[ctx.n_dim, 3]``)."""
+        n_static = self._conversion.n_static
+        return n_static if n_static is not None else self._conversion.n
+
+    def stacked_shape(self, shape) -> tf.TensorShape:
+        """The static shape ``[n_static] + shape`` of a stacked value whose iterations
+        have shape ``shape`` (for ``set_shape``, ``ensure_shape``, shape invariants)."""
+        return tf.TensorShape([self.n_static]).concatenate(shape)
 
     @property
     def loop_start(self) -> tf.Tensor:
@@ -123,7 +148,8 @@ class ConvertContext:
 
     # -- helpers ------------------------------------------------------------------
     def stacked(self, k: int) -> tf.Tensor:
-        """Input ``k`` as a stacked tensor ``[n, ...]``, broadcasting an invariant one."""
+        """Input ``k`` as a stacked tensor ``[n, ...]``, tiling an invariant one
+        (the last resort: prefer code that keeps invariant inputs as they are)."""
         return self.stack(self.inputs[k])
 
     def dims(self, value) -> list:
@@ -132,8 +158,12 @@ class ConvertContext:
         tensor = value.tensor if isinstance(value, (Stacked, Invariant)) else value
         return shapes.dims(tensor, self.n)
 
-    def stack(self, value: Layout) -> tf.Tensor:
-        """A layout value as a stacked tensor, broadcasting an invariant one."""
+    def stack(self, value) -> tf.Tensor:
+        """A layout value as a stacked tensor ``[n, ...]``: a stacked one as it is (a
+        view its ``tensor``), an invariant one (or a plain tensor, taken as invariant)
+        tiled. The one way to tile: keep it for where nothing cheaper exists."""
+        if not isinstance(value, (Stacked, Invariant)):
+            return broadcast_invariant(value, self.n, self.n_static)
         return self._conversion.stack(value)
 
     def emit(self, *inputs, op_type: str | None = None, attrs: dict | None = None,
@@ -144,6 +174,14 @@ class ConvertContext:
         ``AttrValue`` protos).
         """
         return _emit.copy_op(self.op, list(inputs), op_type=op_type, attrs=attrs, dtypes=dtypes)
+
+    def emit_stacked(self, *inputs, op_type: str | None = None, attrs: dict | None = None,
+                     dtypes: Sequence[tf.DType] | None = None) -> list[Stacked]:
+        """``emit`` with every output wrapped as ``Stacked``: for an op whose inputs
+        already carry the iteration axis where the kernel expects it. A converter may
+        return the list as it is (also for a one-output op)."""
+        outs = self.emit(*inputs, op_type=op_type, attrs=attrs, dtypes=dtypes)
+        return [Stacked(tensor=t) for t in outs]
 
     def check(self, condition, message: str, data=(), *, tensor: tf.Tensor) -> tf.Tensor:
         """``tensor``, ordered after a run-time check that ``condition`` (a boolean
@@ -161,9 +199,9 @@ class ConvertContext:
         return checked(tensor, tf.constant(False) if condition is False else condition,
                        [text, *data])
 
-    def decline(self, reason: str) -> Declined:
+    def decline(self, reason: str) -> Decline:
         """Return this to decline: ``return ctx.decline("stacked filter")``."""
-        return Declined(reason)
+        return Decline(reason)
 
     def convert_graph(self, graph, inputs: Sequence[Layout], outputs=None) -> list[Layout]:
         """Convert a function body (e.g. a branch of a conditional) with the same loop.
@@ -192,10 +230,16 @@ class ConvertContext:
                          n=child.n, n_static=child.n_static)
 
     def stacked_value(self, tensor) -> Stacked:
+        """``Stacked(tensor=tensor)``."""
         return Stacked(tensor=tensor)
 
     def invariant_value(self, tensor) -> Invariant:
+        """``Invariant(tensor=tensor)``."""
         return Invariant(tensor=tensor)
+
+    def with_inputs(self, inputs: Sequence[Layout]) -> "ConvertContext":
+        """The same op and loop with other input values (e.g. views materialized)."""
+        return ConvertContext(self.op, inputs, self.pattern, self._conversion)
 
 
 class Converted:
@@ -238,7 +282,8 @@ def checked(tensor: tf.Tensor, condition, data) -> tf.Tensor:
 
 
 def broadcast_invariant(tensor: tf.Tensor, n, n_static: int | None = None) -> tf.Tensor:
-    """Tile an invariant value to ``[n, ...]`` (only where a converter must)."""
+    """Tile an invariant value to ``[n, ...]`` (only where a converter must). The one
+    tiling function: ``ctx.stack``, ``ctx.stacked`` and ``Converted.stacked`` use it."""
     tensor = tf.convert_to_tensor(tensor)
     expanded = tf.expand_dims(tensor, 0)
     if tensor.shape.is_fully_defined() and n_static is not None:

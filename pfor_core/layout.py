@@ -4,9 +4,19 @@ A body tensor is either the same in every iteration (``Invariant``: the original
 tensor, never tiled) or differs per iteration (``Stacked``: a tensor with a new leading
 dimension of size n, row j being iteration j's value). The stacked axis is always 0.
 
-One exception: a stacked ``tf.variant`` value (a tensor list) keeps its scalar handle,
-and each element of the list carries the iteration axis instead (element shape
-``[n, ...]``). Only the control-flow pack's tensor-list converters read such values.
+A ``View`` is a per-iteration value kept in another form than stacked because that is
+cheaper (the rows of a value an enclosing loop has not compacted, a tensor list of a
+whole loop, an optional holding each branch's part). It dispatches like a stacked value
+(pattern letter ``S``), and ``materialize()`` gives its stacked form: a converter that
+does not declare that it takes views receives them materialized (see ``registry``).
+
+One exception to "stacked means ``[n, ...]``": a stacked ``tf.variant`` value (a tensor
+list, an optional) keeps its scalar handle, and each element or component carries the
+iteration axis instead (element shape ``[n, ...]``).
+
+Each layout type has a pattern letter (``code``): ``S`` stacked, ``U`` invariant. A
+ragged layout (values whose shape differs between iterations) will add its own type and
+letter rather than a field here; ``LETTERS`` lists the letters patterns may use.
 """
 
 from __future__ import annotations
@@ -18,13 +28,13 @@ import tensorflow as tf
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Invariant:
-    """The same value in every iteration.
+    """The same value in every iteration: the original tensor, never tiled.
 
     >>> import tensorflow as tf
-    >>> import pfor_core as pf
-    >>> value = pf.Invariant(tensor=tf.zeros([2]))
-    >>> value.is_stacked, value.shape
-    (False, TensorShape([2]))
+    >>> from pfor_core.extend import Invariant
+    >>> value = Invariant(tensor=tf.zeros([2]))
+    >>> value.is_stacked, value.code, value.shape
+    (False, 'U', TensorShape([2]))
     """
 
     tensor: tf.Tensor
@@ -34,6 +44,7 @@ class Invariant:
 
     @property
     def dtype(self):
+        """The value's dtype."""
         return self.tensor.dtype
 
     @property
@@ -44,13 +55,13 @@ class Invariant:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Stacked:
-    """One value per iteration, stacked along a new axis 0.
+    """One value per iteration, stacked along a new axis 0: ``tensor`` is ``[n, ...]``.
 
     >>> import tensorflow as tf
-    >>> import pfor_core as pf
-    >>> value = pf.Stacked(tensor=tf.zeros([3, 2]))
-    >>> value.is_stacked, value.shape
-    (True, TensorShape([2]))
+    >>> from pfor_core.extend import Stacked
+    >>> value = Stacked(tensor=tf.zeros([3, 2]))
+    >>> value.is_stacked, value.code, value.shape
+    (True, 'S', TensorShape([2]))
     """
 
     tensor: tf.Tensor
@@ -60,6 +71,7 @@ class Stacked:
 
     @property
     def dtype(self):
+        """The value's dtype."""
         return self.tensor.dtype
 
     @property
@@ -68,7 +80,46 @@ class Stacked:
         return self.tensor.shape[1:]
 
 
+class View(Stacked):
+    """A per-iteration value stored in another form than stacked, because that is
+    cheaper for the converters that know the form.
+
+    What every view promises:
+
+    - it dispatches as a stacked value (``is_stacked`` is True, pattern letter ``S``),
+      and ``dtype`` and ``shape`` (one iteration's) are those of its stacked form;
+    - ``materialize()`` returns that stacked form as a plain ``Stacked`` for the
+      iterations being converted, or a ``Decline`` when the view has none here (the
+      converter is then skipped as if it had declined);
+    - ``tensor`` is the view's own storage, as the subclass documents it: only code
+      that knows the view reads it.
+
+    A converter registered without ``views=True`` never sees a view: the registry hands
+    it every view materialized. A view subclass is defined by the pack that makes it,
+    together with the converters (registered with ``views=True``) that read it directly.
+
+    >>> import tensorflow as tf
+    >>> from pfor_core.extend import Stacked, View
+    >>> class Reversed(View):
+    ...     '''Rows stored in reverse order.'''
+    ...     __slots__ = ()
+    ...     def materialize(self):
+    ...         return Stacked(tensor=tf.reverse(self.tensor, [0]))
+    >>> Reversed(tensor=tf.constant([[1], [2]])).materialize().tensor.numpy().tolist()
+    [[2], [1]]
+    """
+
+    __slots__ = ()
+
+    def materialize(self):
+        """The stacked form of the view (a ``Stacked``), or a ``Decline``."""
+        raise NotImplementedError(f"{type(self).__name__} does not define materialize()")
+
+
 Layout = Invariant | Stacked
+
+# Letters of invariance patterns: a layout type's code, or "*" for S or U.
+LETTERS = (Stacked.code, Invariant.code)
 
 
 def invariant(tensor) -> Invariant:

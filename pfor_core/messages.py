@@ -8,17 +8,23 @@ import sys
 
 from pfor_core.errors import FALLBACK_PREFIX, FallbackWarning  # noqa: F401  (re-export)
 
-# Packages whose frames are not the user's code. Their folders are located (not
-# imported, not matched by name), so a file that only sits in a folder of the same name,
-# such as a pack's own tests/, still counts as the user's.
-_LIBRARY_PACKAGES = ("tensorflow", "keras", "pfor_core", "pfor_converters_math",
-                     "pfor_converters_nn", "pfor_converters_state", "pfor_controlflow")
+# Packages whose frames are not the user's code, besides the modules the loaded packs
+# declare (``pfor_library_modules``). Their folders are located (not imported, not
+# matched by name), so a file that only sits in a folder of the same name, such as a
+# pack's own tests/, still counts as the user's.
+_LIBRARY_PACKAGES = ("tensorflow", "keras", "pfor_core")
 _INSTALL_DIRS = tuple(os.sep + d + os.sep for d in ("site-packages", "dist-packages"))
+
+
+def _registry():
+    from pfor_core import plugins  # pylint: disable=import-outside-toplevel
+
+    return plugins.default_registry()
 
 
 def _library_dirs() -> tuple[str, ...]:
     dirs = list(_INSTALL_DIRS)
-    for name in _LIBRARY_PACKAGES:
+    for name in _LIBRARY_PACKAGES + tuple(sorted(_registry().library_modules)):
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
@@ -75,10 +81,37 @@ def broken_converter(entry, op, what) -> str:
         f"Report this to the maintainers of {entry.pack}.")
 
 
+def no_converter(op, layouts, registry=None) -> str:
+    """Why no converter was tried: which input patterns the op type's converters take
+    (none of them these), or that there is none, with the packs' install hints."""
+    registry = _registry() if registry is None else registry
+    entries = [e for e in registry.entries(op.type) if not e.narrow]
+    pattern = "".join(v.code for v in layouts)
+    if entries:
+        specs = ", ".join(sorted({f"{e.inputs or '*...'} ({e.pack})" for e in entries}))
+        return (f"The converters for {op.type} take inputs {specs}, none these "
+                f"({pattern}; S stacked, U invariant).")
+    packs = {p.name: p for p in registry.packs}
+    hints = []
+    for pack, hint in registry.hints.get(op.type, ()):
+        info = packs.get(pack)
+        state = "" if info is None or info.status == "loaded" else (
+            f", not loaded: {info.status}{': ' + info.reason if info.reason else ''}")
+        hints.append(f"{pack} covers it{state} ({hint})")
+    text = "No loaded pack has a converter for this op type."
+    if hints:
+        text += " " + "; ".join(hints) + "."
+    disabled = sorted(p.name for p in registry.packs if p.status == "disabled")
+    if disabled:
+        text += (f" Installed but not loaded (PFOR_DISABLE_PLUGIN_AUTOLOAD is set): "
+                 f"{', '.join(disabled)}; name them in PFOR_PLUGINS to load them.")
+    return text
+
+
 def conversion_error(op, layouts, reasons, faults=()) -> str:
     broken = "".join(f" Converter {converter_label(entry)} {what}." for entry, what, _ in faults)
     why = f" Converters declined: {'; '.join(reasons)}." if reasons else (
-        " No installed pack has a converter for this op type.")
+        " " + no_converter(op, layouts))
     if faults:
         why = f"{broken} No other converter took the op." + (
             f" ({'; '.join(reasons)})" if len(reasons) > len(faults) else "")
@@ -91,7 +124,7 @@ def conversion_error(op, layouts, reasons, faults=()) -> str:
 
 
 def fallback_warning(op, layouts, reasons) -> str:
-    why = f" ({'; '.join(reasons)})" if reasons else " (no converter registered)"
+    why = f" ({'; '.join(reasons)})" if reasons else f" ({no_converter(op, layouts)})"
     return (
         f"{FALLBACK_PREFIX} {op.type} '{op.name}'{_where(op)} runs in a sequential loop "
         f"over the iterations{why}; inputs [{describe_inputs(layouts)}]. Register a "

@@ -13,14 +13,13 @@ from __future__ import annotations
 from typing import Iterable
 
 from pfor_core import shapes
-from pfor_core.layout import Stacked
 
 
 def elementwise(ctx):
     """Unary elementwise op: apply to the stacked tensor as it is."""
     if ctx.pattern != "S":
         return ctx.decline(f"elementwise converter expects one stacked input, got {ctx.pattern}")
-    return [Stacked(tensor=t) for t in ctx.emit(ctx.inputs[0].tensor)]
+    return ctx.emit_stacked(ctx.inputs[0].tensor)
 
 
 def broadcasting(ctx):
@@ -30,7 +29,7 @@ def broadcasting(ctx):
     tensors = [shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked
                else shapes.lift_contraction(v.tensor, rank + 1) if isinstance(rank, int)
                else v.tensor for v in ctx.inputs]
-    return [Stacked(tensor=t) for t in ctx.emit(*tensors)]
+    return ctx.emit_stacked(*tensors)
 
 
 def batch_polymorphic(batched_inputs: Iterable[int] | None = None):
@@ -41,6 +40,11 @@ def batch_polymorphic(batched_inputs: Iterable[int] | None = None):
     when another is stacked, because not every such kernel broadcasts batch dims.
     """
     batched = None if batched_inputs is None else frozenset(batched_inputs)
+    if batched is None:
+        inputs = "*..."
+    else:
+        inputs = "".join("*" if k in batched else "U" for k in range(max(batched, default=-1) + 1))
+        inputs += "U..."
 
     def convert_batch_polymorphic(ctx):
         picked = range(len(ctx.inputs)) if batched is None else batched
@@ -49,7 +53,8 @@ def batch_polymorphic(batched_inputs: Iterable[int] | None = None):
                 return ctx.decline(f"input {k} is stacked but is not a batched input")
         tensors = [ctx.stacked(k) if k in picked else v.tensor
                    for k, v in enumerate(ctx.inputs)]
-        return [Stacked(tensor=t) for t in ctx.emit(*tensors)]
+        return ctx.emit_stacked(*tensors)
 
     convert_batch_polymorphic.batched_inputs = batched
+    convert_batch_polymorphic.inputs = inputs  # the pattern it handles
     return convert_batch_polymorphic

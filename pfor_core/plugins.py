@@ -16,7 +16,7 @@ import warnings
 
 import pluggy
 
-from pfor_core import hookspecs
+from pfor_core import autograph, hookspecs
 from pfor_core.registry import PackRegistrar, Registry
 
 ENTRY_POINT_GROUP = "pfor.converters"
@@ -112,6 +112,7 @@ def load_one(manager, registry: Registry, load, info: PackInfo) -> None:
         _fail(info, "failed", f"pfor_converter_api_version raised {_describe(err)}")
         return
     info.api_version = api
+    _declare_hints(registry, module, info)
     if api != CONVERTER_API_VERSION:
         declared = "declares no converter-API version" if api is None else (
             f"was written for converter API {api}")
@@ -126,6 +127,7 @@ def load_one(manager, registry: Registry, load, info: PackInfo) -> None:
             if impl.plugin_name == info.name:
                 impl.function(registry=registrar)
         info.converters = registrar.count
+        _declare_library_modules(registry, module)
         info.status = "loaded"
     except KeyboardInterrupt:
         registry.remove_pack(info.name)
@@ -139,6 +141,29 @@ def _describe(err: BaseException) -> str:
     if isinstance(err, SystemExit):
         return f"SystemExit (it called sys.exit({err.code!r}))"
     return f"{type(err).__name__}: {err}"
+
+
+def _declare_hints(registry: Registry, module, info: PackInfo) -> None:
+    """Record the pack's ``pfor_install_hints`` (optional; a broken one is ignored: hints
+    only add to messages)."""
+    hook = getattr(module, "pfor_install_hints", None)
+    try:
+        hints = dict(hook()) if callable(hook) else {}
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # pylint: disable=broad-except
+        return
+    for op_type, hint in hints.items():
+        if isinstance(op_type, str) and isinstance(hint, str):
+            registry.hints.setdefault(op_type, []).append((info.name, hint))
+
+
+def _declare_library_modules(registry: Registry, module) -> None:
+    """Record the pack's ``pfor_library_modules`` and keep AutoGraph out of them."""
+    hook = getattr(module, "pfor_library_modules", None)
+    names = [str(n) for n in hook()] if callable(hook) else []
+    registry.library_modules.update(names)
+    autograph.keep_unconverted(names)
 
 
 def _fail(info: PackInfo, status: str, reason: str) -> None:
@@ -159,8 +184,8 @@ def default_registry() -> Registry:
     >>> import pfor_core as pf
     >>> "MatMul" in pf.default_registry().op_types()
     True
-    >>> "pfor-converters-math" in [pack.name for pack in pf.default_registry().packs]
-    True
+    >>> sorted({pack.status for pack in pf.default_registry().packs})
+    ['loaded']
     """
     if not _DEFAULT:
         registry = Registry()
@@ -224,5 +249,5 @@ def register_batch_polymorphic(op_type, *, batched_inputs=None, priority: int = 
     from pfor_core.patterns import batch_polymorphic
 
     converter = batch_polymorphic(batched_inputs)
-    default_registry().add(op_type, converter, priority=priority)
+    default_registry().add(op_type, converter, inputs=converter.inputs, priority=priority)
     return converter

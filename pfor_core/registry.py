@@ -6,6 +6,10 @@ entry records the invariance pattern it handles (``"SU"``: input 0 stacked, inpu
 invariant; ``*`` either; a trailing ``...`` repeats the previous letter), so coverage
 can be listed without running anything. Dispatch looks candidates up once per
 (op type, pattern) and caches the answer on the registry.
+
+A converter registered without ``views=True`` gets every view among its inputs
+materialized (``ConverterEntry.call``), so only converters that declare they know a
+view ever see one.
 """
 
 from __future__ import annotations
@@ -15,9 +19,14 @@ import itertools
 import re
 from typing import Callable, Iterable
 
+from pfor_core.context import Decline
+from pfor_core.layout import LETTERS, View
+
 IN_PROCESS = "<in-process>"
 
-_PATTERN_RE = re.compile(r"^[SU*]*(\.\.\.)?$")
+# Pattern letters: each layout type's code, "*" for stacked or invariant.
+_PATTERN_RE = re.compile(rf"^[{''.join(LETTERS)}*]*(\.\.\.)?$")
+_EITHER = "SU"  # what "*" stands for
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -34,10 +43,11 @@ class ConverterEntry:
     # Takes only values of its own pack's layout types (e.g. a view) and declines the
     # rest: it goes first, but listings name the next converter as the op's owner.
     narrow: bool = False
+    views: bool = False  # sees views as they are (else materialized); narrow implies it
 
     @property
     def specificity(self) -> int:
-        return 0 if self.inputs is None else sum(c in "SU" for c in self.inputs)
+        return 0 if self.inputs is None else sum(c in LETTERS for c in self.inputs)
 
     @property
     def name(self) -> str:
@@ -45,6 +55,23 @@ class ConverterEntry:
 
     def matches(self, pattern: str) -> bool:
         return pattern_matches(self.inputs, pattern)
+
+    def call(self, ctx):
+        """Run the converter on ``ctx``: views materialized unless it takes them, and
+        a raised ``Decline`` returned like a returned one."""
+        if not (self.views or self.narrow) and any(isinstance(v, View) for v in ctx.inputs):
+            inputs = []
+            for value in ctx.inputs:
+                if isinstance(value, View):
+                    value = value.materialize()
+                    if isinstance(value, Decline):
+                        return value
+                inputs.append(value)
+            ctx = ctx.with_inputs(inputs)
+        try:
+            return self.fn(ctx)
+        except Decline as decline:
+            return decline
 
 
 def pattern_matches(spec: str | None, pattern: str) -> bool:
@@ -60,7 +87,7 @@ def pattern_matches(spec: str | None, pattern: str) -> bool:
         spec = head[:-1] + head[-1] * (len(pattern) - len(head) + 1)
     if len(spec) != len(pattern):
         return False
-    return all(s == "*" or s == p for s, p in zip(spec, pattern))
+    return all(s == p or (s == "*" and p in _EITHER) for s, p in zip(spec, pattern))
 
 
 def check_pattern(inputs: str | None) -> None:
@@ -82,10 +109,13 @@ class Registry:
         # packs that asked), e.g. stateless random ops seeded from a generator's state.
         self._see_invariant: dict[str, set[str]] = {}
         self.packs: list = []  # PackInfo records, filled by plugins.load_packs
+        # What packs declared through their hooks (plugins.load_one fills these).
+        self.library_modules: set[str] = set()
+        self.hints: dict[str, list[tuple[str, str]]] = {}  # op type -> [(pack, hint)]
 
     def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
             priority: int = 0, pack: str = IN_PROCESS, version: str = "",
-            narrow: bool = False) -> None:
+            narrow: bool = False, views: bool = False) -> None:
         if not callable(fn):
             raise TypeError(f"converter must be callable, got {type(fn).__name__}")
         check_pattern(inputs)
@@ -98,7 +128,7 @@ class Registry:
                 raise TypeError(f"op_type must be a TensorFlow op-type string, got {op_type!r}")
             entry = ConverterEntry(op_type=op_type, fn=fn, inputs=inputs, priority=priority,
                                    pack=pack, version=version, seq=next(self._seq),
-                                   narrow=narrow)
+                                   narrow=narrow, views=views or narrow)
             self._entries.setdefault(op_type, []).append(entry)
         self._cache.clear()
 
@@ -174,13 +204,25 @@ class PackRegistrar:
         self.count = 0
 
     def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
-            priority: int = 0, narrow: bool = False) -> None:
-        """Register ``fn(ctx)`` for each op type in ``op_types``. ``narrow=True``: ``fn``
-        takes only values of this pack's own layout types and declines the rest, so
-        listings still name the general converter as the op's owner."""
+            priority: int = 0, narrow: bool = False, views: bool = False) -> None:
+        """Register ``fn(ctx)`` for each op type in ``op_types``.
+
+        :param inputs: the invariance pattern ``fn`` has a code path for, one letter
+            per input: ``S`` stacked, ``U`` invariant, ``*`` either; a trailing
+            ``...`` repeats the last letter. ``None`` (the default) takes any inputs.
+            Register one converter per pattern with its own code path, so that
+            ``pfor ops --patterns`` shows what is vectorized for which inputs.
+        :param priority: higher goes first (then the more specific pattern, then the
+            later registration).
+        :param views: ``fn`` takes views (``extend.View``) as they are; otherwise it
+            gets them materialized.
+        :param narrow: ``fn`` takes only views of this pack's own types and declines
+            the rest: it goes first, and listings still name the general converter as
+            the op's owner (implies ``views``).
+        """
         op_types = [op_types] if isinstance(op_types, str) else list(op_types)
         self._registry.add(op_types, fn, inputs=inputs, priority=priority,
-                           pack=self.pack, version=self.version, narrow=narrow)
+                           pack=self.pack, version=self.version, narrow=narrow, views=views)
         self.count += len(op_types)
 
     def dispatch_invariant(self, op_types: str | Iterable[str]) -> None:
@@ -191,7 +233,39 @@ class PackRegistrar:
     def batch_polymorphic(self, op_types: str | Iterable[str], *,
                           batched_inputs: Iterable[int] | None = None,
                           priority: int = 0) -> None:
-        """Mark ops whose kernels accept extra leading batch dimensions."""
+        """Mark ops whose kernels accept extra leading batch dimensions: the stacked
+        axis becomes one more batch dimension. ``batched_inputs`` lists the inputs with
+        batch dimensions (default: all); the others must be invariant."""
         from pfor_core.patterns import batch_polymorphic
 
-        self.add(op_types, batch_polymorphic(batched_inputs), priority=priority)
+        converter = batch_polymorphic(batched_inputs)
+        self.add(op_types, converter, inputs=converter.inputs, priority=priority)
+
+
+class _OpTypeCollector:
+    """Stands in for a ``PackRegistrar``: records op types, registers nothing."""
+
+    def __init__(self):
+        self.op_types: set[str] = set()
+
+    def add(self, op_types, *args, **kwargs) -> None:  # pylint: disable=unused-argument
+        self.op_types.update([op_types] if isinstance(op_types, str) else op_types)
+
+    batch_polymorphic = add
+
+    def dispatch_invariant(self, op_types) -> None:
+        pass
+
+
+def op_types_of(register: Callable) -> set[str]:
+    """The op types ``register(registry)`` adds (a pack's ``pfor_register_converters``
+    or a family module's ``register``), found without registering anything: e.g. to
+    answer ``pfor_install_hints`` for every op type of the pack.
+
+    >>> from pfor_core.extend import elementwise, op_types_of
+    >>> sorted(op_types_of(lambda registry: registry.add(["Exp", "Log"], elementwise)))
+    ['Exp', 'Log']
+    """
+    collector = _OpTypeCollector()
+    register(registry=collector)
+    return collector.op_types

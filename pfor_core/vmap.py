@@ -111,7 +111,7 @@ class _Vmapped:
 
 
 def vmap(fn, in_axes=0, out_axes=0, *, fallback="warn", chunk_size=None, memory_budget=None):
-    """Return ``fn`` vectorized over axis ``in_axes`` of its arguments; see API.md.
+    """Return ``fn`` vectorized over axis ``in_axes`` of its arguments (docs/api.rst).
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf

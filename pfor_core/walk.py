@@ -18,7 +18,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops
 
 from pfor_core import collectives, emit, empty, fallback, messages, results, shapes
-from pfor_core.context import ConvertContext, Declined, broadcast_invariant
+from pfor_core.context import ConvertContext, Decline, broadcast_invariant
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Layout, Stacked, pattern_of
 
@@ -232,7 +232,7 @@ class Conversion:
         ctx = ConvertContext(op, layouts, pattern, self)
         try:
             with ops.name_scope(_scope(op)):
-                result = entry.fn(ctx)
+                result = entry.call(ctx)
         except ConversionError:
             raise  # a deliberate refusal (e.g. of a nested op), not a fault
         except shapes.RankUnknown as err:  # a shape helper needed a static rank: decline
@@ -243,7 +243,7 @@ class Conversion:
             reasons.append(f"{entry.name} raised {type(err).__name__}")
             faults.append((entry, what, err))
             return None
-        if result is NotImplemented or isinstance(result, Declined):
+        if result is NotImplemented or isinstance(result, Decline):
             reasons.append(f"{entry.name}: {getattr(result, 'reason', 'declined')}")
             return None
         values, wrong = results.check(op, result, self.n_static)
@@ -277,7 +277,8 @@ class Conversion:
             self.reported.fallbacks.add(op.type)
             warnings.warn(messages.fallback_warning(op, layouts, reasons),
                           messages.FallbackWarning, stacklevel=messages.user_stacklevel())
-        self._record(op, "fallback", stacked=True, reason="; ".join(reasons))
+        self._record(op, "fallback", stacked=True, reason="; ".join(reasons) or
+                     messages.no_converter(op, layouts, self.registry))
         return fallback.run_sequentially(op, layouts, self, reasons)
 
     def _record(self, op, how, *, entry=None, stacked=False, reason=""):

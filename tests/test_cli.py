@@ -133,3 +133,31 @@ def test_missing_lists_tf_ops_we_do_not_convert(capsys):
 def test_no_command_prints_help(capsys):
     assert cli.main([]) == 2
     assert "packs" in capsys.readouterr().out
+
+
+def test_ops_patterns_lists_who_converts_which_inputs(capsys):
+    assert cli.main(["ops", "--patterns", "--json"]) == 0
+    rows = {(r["op_type"], r["inputs"]): r for r in json.loads(capsys.readouterr().out)}
+    matmul = {p: rows[("MatMul", p)]["converter"] for p in ("SU", "US", "SS")}
+    assert matmul == {"SU": "convert_matmul_stacked_invariant",
+                      "US": "convert_matmul_invariant_stacked",
+                      "SS": "convert_matmul_stacked_stacked"}
+    assert ("MatMul", "UU") not in rows  # re-emitted unchanged, never dispatched
+    assert rows[("Sum", "SS")]["converter"] == "fallback"  # a per-iteration axis
+    # Narrow converters (views only) go first but do not own the pattern.
+    sliced = rows[("StridedSlice", "SUUU")]
+    assert (sliced["converter"], sliced["pack"]) == ("convert_strided_slice",
+                                                     "pfor-converters-math")
+    assert any("convert_item_slice" in c for c in sliced["narrow"])
+    # Stateful ops are dispatched with all-invariant inputs too.
+    assert rows[("RandomUniform", "U")]["converter"] == "convert_shaped"
+    assert rows[("RandomUniform", "S")]["converter"] == "fallback"
+
+
+def test_ops_patterns_table_and_pack_filter(capsys):
+    assert cli.main(["ops", "--patterns", "--pack", "pfor-converters-nn"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["op", "type", "inputs", "converter"]
+    conv = [line.split() for line in lines if line.startswith("Conv2D ")]
+    assert ["Conv2D", "SU", "convert_conv_folded", "pfor-converters-nn"] in [c[:4] for c in conv]
+    assert not any(line.startswith("MatMul ") for line in lines)

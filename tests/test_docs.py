@@ -31,6 +31,20 @@ def test_every_public_name_is_in_the_api_page():
     assert not missing, f"not documented in docs/api.rst: {missing}"
 
 
+def test_every_converter_api_name_is_documented_in_the_extending_page():
+    from pfor_core import extend  # pylint: disable=import-outside-toplevel
+
+    text = (DOCS / "extending.rst").read_text(encoding="utf-8")
+    directive = re.compile(r"^\.\. (?:auto\w+|py:\w+):: (?:pfor_core\.extend\.)?(\w+)\s*$",
+                           re.MULTILINE)
+    documented = set(directive.findall(text.split(".. currentmodule:: pfor_core.extend", 1)[-1]))
+    assert extend.__all__, "pfor_core.extend.__all__ is empty"
+    missing = sorted(set(extend.__all__) - documented)
+    assert not missing, f"pfor_core.extend names not documented in docs/extending.rst: {missing}"
+    undocumented = sorted(n for n in extend.__all__ if not inspect.getdoc(getattr(extend, n)))
+    assert not undocumented, f"pfor_core.extend names without a docstring: {undocumented}"
+
+
 def test_every_hook_is_documented():
     hooks = {name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
              if name.startswith("pfor_")}

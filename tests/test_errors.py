@@ -1,5 +1,5 @@
-"""Bad input gets an error naming the argument; unconvertible ops are reported as API.md's
-Errors section promises (``pf.ConversionError``, ``pf.FallbackWarning``).
+"""Bad input gets an error naming the argument; unconvertible ops are reported as the
+Errors section of docs/api.rst promises (``pf.ConversionError``, ``pf.FallbackWarning``).
 
 Tests of ops without a converter use an empty registry, so they do not depend on what
 the installed packs cover.

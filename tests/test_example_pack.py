@@ -26,9 +26,17 @@ CHECK = textwrap.dedent("""
     assert "example" in packs, packs
     ops = subprocess.run(pfor_cli + ["ops"], capture_output=True, text=True, check=True).stdout
     assert "Dawsn" in ops, ops
+    patterns = subprocess.run(pfor_cli + ["ops", "--patterns", "--pack", "pfor-converters-example"],
+                              capture_output=True, text=True, check=True).stdout
+    rows = {tuple(line.split()[:3]) for line in patterns.splitlines()}
+    assert {("Gather", "US", "convert_gather_invariant_params"),
+            ("Gather", "SU", "convert_gather_stacked_params"),
+            ("Gather", "SS", "convert_gather_stacked_both"), ("Dawsn", "S", "elementwise")} <= rows, patterns
     x = tf.random.normal([4, 3])
     y = pf.pfor(lambda i: tf.math.special.dawsn(tf.gather(x, i)), 4, fallback="error")
     tf.debugging.assert_near(y, tf.math.special.dawsn(x))
+    rows = pf.pfor(lambda i: tf.raw_ops.Gather(params=x, indices=[i, 0]), 4, fallback="error")
+    tf.debugging.assert_near(rows[:, 0], x)
     print("OK")
 """)
 

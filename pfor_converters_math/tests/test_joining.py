@@ -27,9 +27,9 @@ def flags(data, count):
     return testing.draw_stacked(data, count)
 
 
-def check(op_fn, args, stacked, n, unknown=False):
-    mode = "unknown_shapes" if unknown else "eager"
-    return testing.check_op(op_fn, args, stacked=stacked, n=n, mode=mode)
+# Modes for testing.check: eager, or inside a tf.function whose inputs have unknown
+# dims and values (the converters' dynamic paths).
+EAGER, EAGER_OR_UNKNOWN = ("eager",), ("eager", "unknown_shapes")
 
 
 def seed(data):
@@ -42,9 +42,9 @@ def args_for(rng, shapes, stacked, n, dtype=np.float32):
 
 
 @given(data=st.data(), shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), n=ITERS,
-       count=st.integers(2, 3), v1=st.booleans(), unknown=st.booleans())
+       count=st.integers(2, 3), v1=st.booleans())
 @settings(max_examples=30)
-def test_concat(data, shape, n, count, v1, unknown):
+def test_concat(data, shape, n, count, v1):
     """Mixed stacked and invariant values; negative axes; the v1 op (axis first)."""
     rank = len(shape)
     axis = data.draw(st.integers(-rank, rank - 1))
@@ -61,31 +61,33 @@ def test_concat(data, shape, n, count, v1, unknown):
             return gen_array_ops.concat(k, list(xs))
         return tf.concat(list(xs), k)
 
-    check(op, [np.int32(axis)] + values, [False] + stacked, n, unknown)
+    testing.check(data, op, [np.int32(axis)] + values,
+                  stacked=[False] + stacked, n=n, modes=EAGER_OR_UNKNOWN)
 
 
-@given(data=st.data(), shape=DIMS, n=ITERS, count=st.integers(1, 3), unknown=st.booleans())
-def test_stack(data, shape, n, count, unknown):
+@given(data=st.data(), shape=DIMS, n=ITERS, count=st.integers(1, 3))
+def test_stack(data, shape, n, count):
     rank = len(shape)
     axis = data.draw(st.integers(-rank - 1, rank))
     stacked = flags(data, count)
     values = args_for(seed(data), [shape] * count, stacked, n, np.int32)
-    check(lambda *xs: tf.stack(list(xs), axis), values, stacked, n, unknown)
+    testing.check(data, lambda *xs: tf.stack(list(xs), axis), values,
+                  stacked=stacked, n=n, modes=EAGER_OR_UNKNOWN)
 
 
-@given(data=st.data(), shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), n=ITERS,
-       unknown=st.booleans())
-def test_unstack(data, shape, n, unknown):
+@given(data=st.data(), shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), n=ITERS)
+def test_unstack(data, shape, n):
     rank = len(shape)
     axis = data.draw(st.integers(-rank, rank - 1))
     (x,) = args_for(seed(data), [shape], [True], n)
     count = shape[axis]
-    check(lambda a: tf.unstack(a, count, axis=axis), [x], [True], n, unknown)
+    testing.check(data, lambda a: tf.unstack(a, count, axis=axis), [x],
+                  stacked=[True], n=n, modes=EAGER_OR_UNKNOWN)
 
 
 @given(data=st.data(), shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), n=ITERS,
-       by_sizes=st.booleans(), unknown=st.booleans())
-def test_split(data, shape, n, by_sizes, unknown):
+       by_sizes=st.booleans())
+def test_split(data, shape, n, by_sizes):
     """Split into equal parts or by sizes (SplitV, maybe with one -1)."""
     rank = len(shape)
     axis = data.draw(st.integers(-rank, rank - 1))
@@ -96,10 +98,11 @@ def test_split(data, shape, n, by_sizes, unknown):
         if len(sizes) > 1 and data.draw(st.booleans()):  # one output may not be -1
             sizes[data.draw(st.integers(0, len(sizes) - 1))] = -1
         (x,) = args_for(seed(data), [shape], [True], n)
-        check(lambda a, s, k: tf.split(a, s, axis=k, num=len(sizes)),
-              [x, np.asarray(sizes, np.int32), np.int32(axis)], [True, False, False], n, unknown)
+        testing.check(data, lambda a, s, k: tf.split(a, s, axis=k, num=len(sizes)),
+                      [x, np.asarray(sizes, np.int32), np.int32(axis)],
+                      stacked=[True, False, False], n=n, modes=EAGER_OR_UNKNOWN)
     else:
         parts = data.draw(st.sampled_from([k for k in (1, 2, 3, 4) if dim % k == 0]))
         (x,) = args_for(seed(data), [shape], [True], n)
-        check(lambda a, k: tf.split(a, parts, axis=k), [x, np.int32(axis)], [True, False], n,
-              unknown)
+        testing.check(data, lambda a, k: tf.split(a, parts, axis=k), [x, np.int32(axis)],
+                      stacked=[True, False], n=n, modes=EAGER_OR_UNKNOWN)

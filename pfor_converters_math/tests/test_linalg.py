@@ -7,18 +7,11 @@ from hypothesis import strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_core.registry import IN_PROCESS
+
+IN_PROCESS = "<in-process>"  # how explain and pfor ops name in-process registrations
 
 # Tests that sample among many op types or attrs get more examples (each is cheap).
 MANY = 50
-
-
-def check(data, fn, args, *, stacked, n, unknown_shapes=True, **tolerance):
-    """check_op in a drawn mode: eager, tf.function with run-time iters, or unknown
-    input dimensions."""
-    modes = testing.MODES if unknown_shapes else testing.MODES[:2]
-    return testing.check_op(fn, args, stacked=stacked, n=n, **tolerance,
-                            mode=data.draw(st.sampled_from(modes), label="mode"))
 
 
 iters = st.sampled_from([0, 1, 2, 3, 3])
@@ -75,7 +68,7 @@ def test_single_matrix_ops(data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     shape = [n] + batch + [d, d]
     a = well_conditioned(rng, shape, dtype) if kind == "spd" else general(rng, shape, dtype)
-    check(data, fn, [a], stacked=[True], n=n, **tol(dtype))
+    testing.check(data, fn, [a], stacked=[True], n=n, **tol(dtype))
 
 
 def _solve_args(data, rng, name, dtype, n, stacked):
@@ -114,7 +107,7 @@ def test_solves(data):
         fast = data.draw(st.booleans())
         fn = lambda a, b: tf.raw_ops.MatrixSolveLs(  # noqa: E731
             matrix=a, rhs=b, l2_regularizer=tf.constant(l2, tf.float64), fast=fast)
-    check(data, fn, [matrix, rhs], stacked=stacked, n=n, **tol(dtype))
+    testing.check(data, fn, [matrix, rhs], stacked=stacked, n=n, **tol(dtype))
 
 
 @settings(max_examples=MANY)
@@ -144,7 +137,7 @@ def test_cholesky_grad_and_tridiagonal(data):
         args.append(tf.constant(rng.standard_normal(lead[3] + [d, 2]), dtype))
         fn = lambda a, b, c, r: tf.raw_ops.TridiagonalMatMul(  # noqa: E731
             superdiag=a, maindiag=b, subdiag=c, rhs=r)
-    check(data, fn, args, stacked=stacked, n=n, **tol(dtype))
+    testing.check(data, fn, args, stacked=stacked, n=n, **tol(dtype))
 
 
 def _diag_case(data, rng, dtype, n, lead):
@@ -207,7 +200,8 @@ def test_matrix_diagonal_ops(data):
     args = [tf.cast(a, dtype) for a in args]
     # With unknown input dims TF's own shape functions reject a band of diagonals in
     # MatrixSetDiag and MatrixDiag (already in the loop body): static shapes there.
-    check(data, fn, args, stacked=stacked, n=n, unknown_shapes=unknown)
+    testing.check(data, fn, args, stacked=stacked, n=n,
+                  modes=testing.MODES if unknown else testing.MODES[:2])
 
 
 @given(st.data())
@@ -219,10 +213,10 @@ def test_tensor_diag_and_diag_part(data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     x = tf.cast(rng.integers(-5, 6, size=[n] + shape), dtype)
     if data.draw(st.booleans()):
-        check(data, tf.linalg.tensor_diag, [x], stacked=[True], n=n)
+        testing.check(data, tf.linalg.tensor_diag, [x], stacked=[True], n=n)
     else:
         square = tf.cast(rng.integers(-5, 6, size=[n] + shape + shape), dtype)
-        check(data, tf.linalg.tensor_diag_part, [square], stacked=[True], n=n)
+        testing.check(data, tf.linalg.tensor_diag_part, [square], stacked=[True], n=n)
 
 
 @settings(max_examples=30)
@@ -235,7 +229,7 @@ def test_cross_product(data):
     n = data.draw(iters)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     a, b = (tf.cast(rng.integers(-5, 6, size=[n] * s + lead + [3]), dtype) for s in stacked)
-    check(data, tf.linalg.cross, [a, b], stacked=list(stacked), n=n)
+    testing.check(data, tf.linalg.cross, [a, b], stacked=list(stacked), n=n)
 
 
 def test_register_batch_polymorphic_in_process():

@@ -14,14 +14,6 @@ from pfor_core import testing
 MANY = 50
 
 
-def check(data, fn, args, *, stacked, n, unknown_shapes=True, **tolerance):
-    """check_op in a drawn mode: eager, tf.function with run-time iters, or unknown
-    input dimensions."""
-    modes = testing.MODES if unknown_shapes else testing.MODES[:2]
-    return testing.check_op(fn, args, stacked=stacked, n=n, **tolerance,
-                            mode=data.draw(st.sampled_from(modes), label="mode"))
-
-
 DTYPES = [tf.float32, tf.float64, tf.complex64, tf.int32]
 
 
@@ -62,8 +54,8 @@ def test_matmul(data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     a = values(rng, [n] * stacked[0] + ([k, m] if ta else [m, k]), dtype)
     b = values(rng, [n] * stacked[1] + ([p, k] if tb else [k, p]), dtype)
-    check(data, lambda x, y: tf.linalg.matmul(x, y, transpose_a=ta, transpose_b=tb),
-                     [a, b], stacked=stacked, n=n)
+    testing.check(data, lambda x, y: tf.linalg.matmul(x, y, transpose_a=ta, transpose_b=tb),
+                  [a, b], stacked=stacked, n=n)
 
 
 def batch_shapes(data, max_rank=2):
@@ -99,7 +91,7 @@ def test_batch_matmul(data):
             return tf.raw_ops.BatchMatMulV3(x=a, y=b, Tout=dtype, adj_x=adj_x, adj_y=adj_y)
         return getattr(tf.raw_ops, op)(x=a, y=b, adj_x=adj_x, adj_y=adj_y)
 
-    check(data, body, [x, y], stacked=stacked, n=n)
+    testing.check(data, body, [x, y], stacked=stacked, n=n)
 
 
 # (equation, whether it has an ellipsis)
@@ -128,7 +120,7 @@ def test_einsum(data):
             shape += [sizes[c] for c in part] + ellipsis
         shape = shape[:len(shape) - len(ellipsis)]
         args.append(values(rng, [n] * s + shape, dtype))
-    check(data, lambda *xs: tf.einsum(equation, *xs), args, stacked=stacked, n=n)
+    testing.check(data, lambda *xs: tf.einsum(equation, *xs), args, stacked=stacked, n=n)
 
 
 def test_einsum_label_goes_before_ellipsis():

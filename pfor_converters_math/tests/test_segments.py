@@ -12,14 +12,6 @@ from pfor_core import testing
 MANY = 50
 
 
-def check(data, fn, args, *, stacked, n, unknown_shapes=True, **tolerance):
-    """check_op in a drawn mode: eager, tf.function with run-time iters, or unknown
-    input dimensions."""
-    modes = testing.MODES if unknown_shapes else testing.MODES[:2]
-    return testing.check_op(fn, args, stacked=stacked, n=n, **tolerance,
-                            mode=data.draw(st.sampled_from(modes), label="mode"))
-
-
 iters = st.sampled_from([0, 1, 2, 3, 4, 3])
 DTYPES = [tf.float32, tf.float64, tf.int32]
 SORTED = [tf.math.segment_sum, tf.math.segment_mean, tf.math.segment_max,
@@ -51,7 +43,7 @@ def test_sorted_segments(data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     x = values(rng, [n, d0] + rest, dtype)
     ids = tf.constant(ids, id_type, shape=[d0])
-    check(data, op, [x, ids], stacked=[True, False], n=n)
+    testing.check(data, op, [x, ids], stacked=[True, False], n=n)
 
 
 def test_sorted_segments_with_stacked_ids_decline():
@@ -96,7 +88,7 @@ def test_unsorted_segments(data):
     x = values(rng, [n] * stacked[0] + id_shape + rest, dtype)
     # -1 (dropped) and every valid segment.
     ids = tf.constant(rng.integers(-1, num, size=[n] * stacked[1] + id_shape), id_type)
-    check(data, lambda a, b: op(a, b, num), [x, ids], stacked=stacked, n=n)
+    testing.check(data, lambda a, b: op(a, b, num), [x, ids], stacked=stacked, n=n)
 
 
 def _scatter_case(data, rng, n, stacked, unique):
@@ -130,7 +122,7 @@ def test_scatter_nd(data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     shape, indices, updates_shape = _scatter_case(data, rng, n, stacked, unique=False)
     args = [tf.constant(indices, id_type), values(rng, updates_shape, dtype)]
-    check(data, lambda i, u: tf.scatter_nd(i, u, shape), args, stacked=stacked, n=n)
+    testing.check(data, lambda i, u: tf.scatter_nd(i, u, shape), args, stacked=stacked, n=n)
 
 
 TENSOR_SCATTERS = {

@@ -16,6 +16,10 @@ from pfor_core import testing
 ITERS = st.sampled_from([0, 1, 2, 3])
 DIMS = st.lists(st.integers(0, 4), max_size=4)
 
+# Modes for testing.check: eager, or inside a tf.function whose inputs have unknown
+# dims and values (the converters' dynamic paths).
+EAGER, EAGER_OR_UNKNOWN = ("eager",), ("eager", "unknown_shapes")
+
 
 def make(rng, shape, dtype=np.float32):
     """Random values of a shape: small ints for integer dtypes."""
@@ -28,14 +32,6 @@ def make(rng, shape, dtype=np.float32):
 
 def arg(rng, shape, stacked, n, dtype=np.float32):
     return make(rng, ([n] if stacked else []) + list(shape), dtype)
-
-
-def check(op_fn, args, stacked, n, unknown=False):
-    """check_op, or with ``unknown`` inside a tf.function whose inputs have unknown
-    dims and values (the converters' dynamic paths)."""
-    if unknown:
-        return testing.check_op_unknown_shapes(op_fn, args, stacked=stacked, n=n)
-    return testing.check_op(op_fn, args, stacked=stacked, n=n)
 
 
 def rows(value, n):
@@ -114,23 +110,24 @@ def test_reshape_unknown_static_shapes(data, shape, n, known_target):
         testing.assert_allclose(got, expected)
 
 
-@given(data=st.data(), shape=DIMS, n=ITERS, conjugate=st.booleans(), unknown=st.booleans())
-def test_transpose(data, shape, n, conjugate, unknown):
+@given(data=st.data(), shape=DIMS, n=ITERS, conjugate=st.booleans())
+def test_transpose(data, shape, n, conjugate):
     perm = data.draw(st.permutations(range(len(shape))))
     perm = np.asarray([p - len(shape) if data.draw(st.booleans()) else p for p in perm],
                       np.int32)
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
     x = arg(rng, shape, True, n, np.complex64 if conjugate else np.float32)
-    check(lambda a, p: tf.transpose(a, p, conjugate=conjugate), [x, perm],
-          [True, False], n, unknown)
+    testing.check(data, lambda a, p: tf.transpose(a, p, conjugate=conjugate), [x, perm],
+                  stacked=[True, False], n=n, modes=EAGER_OR_UNKNOWN)
 
 
-@given(data=st.data(), shape=DIMS, n=ITERS, unknown=st.booleans())
-def test_expand_dims(data, shape, n, unknown):
+@given(data=st.data(), shape=DIMS, n=ITERS)
+def test_expand_dims(data, shape, n):
     axis = np.int32(data.draw(st.integers(-len(shape) - 1, len(shape))))
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
     x = arg(rng, shape, True, n, np.int32)
-    check(tf.expand_dims, [x, axis], [True, False], n, unknown)
+    testing.check(data, tf.expand_dims, [x, axis],
+                  stacked=[True, False], n=n, modes=EAGER_OR_UNKNOWN)
 
 
 @given(data=st.data(), shape=st.lists(st.integers(0, 2), max_size=4),
@@ -144,8 +141,8 @@ def test_squeeze(data, shape, n):
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
     x = arg(rng, shape, True, n)
     # Squeezing "all size-1 axes" of an unknown shape is declined by design.
-    unknown = bool(axes) and data.draw(st.booleans())
-    check(lambda a: tf.squeeze(a, axes or None), [x], [True], n, unknown)
+    testing.check(data, lambda a: tf.squeeze(a, axes or None), [x],
+                  stacked=[True], n=n, modes=EAGER_OR_UNKNOWN if axes else EAGER)
 
 
 @given(data=st.data(), shapes=st.lists(DIMS, min_size=1, max_size=3), n=ITERS,
@@ -170,17 +167,17 @@ def test_shape_queries_are_invariant(data, shapes, n, out_type, unknown):
         testing.check_op(queries, args, stacked=stacked, n=n)
 
 
-@given(data=st.data(), dims=DIMS, n=st.integers(0, 5), unknown=st.booleans(),
+@given(data=st.data(), dims=DIMS, n=st.integers(0, 5),
        chunk=st.sampled_from([None, 2]))
-def test_fill(data, dims, n, unknown, chunk):
+def test_fill(data, dims, n, chunk):
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
     value = arg(rng, [], True, n)
     if chunk:
         testing.assert_matches_loop(lambda i: tf.fill(dims, tf.gather(value, i)), n,
                                     graph=True, parallel_iterations=chunk)
     else:
-        check(lambda v, d: tf.fill(d, v), [value, np.asarray(dims, np.int32)], [True, False],
-              n, unknown)
+        testing.check(data, lambda v, d: tf.fill(d, v), [value, np.asarray(dims, np.int32)],
+                      stacked=[True, False], n=n, modes=EAGER_OR_UNKNOWN)
 
 
 @given(data=st.data(), target=DIMS, n=ITERS, stacked=st.sampled_from(["x", "shape", "both"]))
@@ -198,8 +195,8 @@ def test_broadcast_to(data, target, n, stacked):
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
     x = arg(rng, shape, x_stacked, n, np.int32)
     if stacked == "x":
-        check(tf.broadcast_to, [x, np.asarray(target, np.int32)], [True, False], n,
-              data.draw(st.booleans()))
+        testing.check(data, tf.broadcast_to, [x, np.asarray(target, np.int32)],
+                      stacked=[True, False], n=n, modes=EAGER_OR_UNKNOWN)
         return
     first = rows(np.int32(target[0]), n)
 
@@ -210,13 +207,14 @@ def test_broadcast_to(data, target, n, stacked):
     testing.assert_matches_loop(loop_fn, n)
 
 
-@given(data=st.data(), shape=DIMS, n=ITERS, unknown=st.booleans())
-def test_tile(data, shape, n, unknown):
+@given(data=st.data(), shape=DIMS, n=ITERS)
+def test_tile(data, shape, n):
     multiples = data.draw(st.lists(st.integers(0, 3), min_size=len(shape),
                                    max_size=len(shape)))
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
     x = arg(rng, shape, True, n)
-    check(tf.tile, [x, np.asarray(multiples, np.int32)], [True, False], n, unknown)
+    testing.check(data, tf.tile, [x, np.asarray(multiples, np.int32)],
+                  stacked=[True, False], n=n, modes=EAGER_OR_UNKNOWN)
 
 
 @given(data=st.data(), shape=st.lists(st.integers(0, 3), min_size=1, max_size=3), n=ITERS,
@@ -239,10 +237,9 @@ def test_tile_stacked_multiples_on_empty_axes(data, shape, n, x_stacked):
 
 
 @given(data=st.data(), shape=st.lists(st.integers(0, 3), max_size=3), n=ITERS,
-       depth=st.integers(0, 4), dtype=st.sampled_from([np.float32, np.int32]),
-       unknown=st.booleans())
+       depth=st.integers(0, 4), dtype=st.sampled_from([np.float32, np.int32]))
 @settings(max_examples=30)
-def test_one_hot(data, shape, n, depth, dtype, unknown):
+def test_one_hot(data, shape, n, depth, dtype):
     axis = data.draw(st.integers(-1, len(shape)))
     stacked = [data.draw(st.booleans()) for _ in range(3)]
     if not any(stacked):
@@ -251,8 +248,9 @@ def test_one_hot(data, shape, n, depth, dtype, unknown):
     indices = rng.integers(-1, depth + 1, size=([n] if stacked[0] else []) + shape)
     on = arg(rng, [], stacked[1], n, dtype)
     off = arg(rng, [], stacked[2], n, dtype)
-    check(lambda j, a, b: tf.one_hot(j, depth, a, b, axis=axis),
-          [indices.astype(np.int32), on, off], stacked, n, unknown)
+    testing.check(data, lambda j, a, b: tf.one_hot(j, depth, a, b, axis=axis),
+                  [indices.astype(np.int32), on, off], stacked=stacked, n=n,
+                  modes=EAGER_OR_UNKNOWN)
 
 
 def test_range_with_stacked_limit_declines():

@@ -31,9 +31,9 @@ def flags(data, count):
     return testing.draw_stacked(data, count)
 
 
-def check(op_fn, args, stacked, n, unknown=False):
-    mode = "unknown_shapes" if unknown else "eager"
-    return testing.check_op(op_fn, args, stacked=stacked, n=n, mode=mode)
+# Modes for testing.check: eager, or inside a tf.function whose inputs have unknown
+# dims and values (the converters' dynamic paths).
+EAGER, EAGER_OR_UNKNOWN = ("eager",), ("eager", "unknown_shapes")
 
 
 def seed(data):
@@ -41,10 +41,9 @@ def seed(data):
 
 
 # -- GatherV2 ---------------------------------------------------------------------------
-@given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4), n=ITERS,
-       unknown=st.booleans())
+@given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4), n=ITERS)
 @settings(max_examples=60)
-def test_gather(data, shape, n, unknown):
+def test_gather(data, shape, n):
     rank = len(shape)
     batch_dims = data.draw(st.integers(0, rank - 1))
     axis = data.draw(st.integers(batch_dims, rank - 1))
@@ -58,8 +57,9 @@ def test_gather(data, shape, n, unknown):
         axis -= rank
     if batch_dims and data.draw(st.booleans()):
         batch_dims -= len(index_shape)
-    check(lambda p, j: tf.gather(p, j, axis=axis, batch_dims=batch_dims),
-          [params, indices.astype(np.int32)], stacked, n, unknown)
+    testing.check(data, lambda p, j: tf.gather(p, j, axis=axis, batch_dims=batch_dims),
+                  [params, indices.astype(np.int32)], stacked=stacked, n=n,
+                  modes=EAGER_OR_UNKNOWN)
 
 
 @given(data=st.data(), shape=st.lists(st.integers(0, 3), max_size=3), n=st.integers(0, 5),
@@ -83,9 +83,8 @@ def test_gather_loop_index_on_inner_axis(data, shape, n, chunk):
 
 
 # -- GatherNd ---------------------------------------------------------------------------
-@given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4), n=ITERS,
-       unknown=st.booleans())
-def test_gather_nd(data, shape, n, unknown):
+@given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4), n=ITERS)
+def test_gather_nd(data, shape, n):
     depth = data.draw(st.integers(0, len(shape)))
     batch = data.draw(st.lists(st.integers(0, 3), max_size=2))
     stacked = flags(data, 2)
@@ -94,12 +93,13 @@ def test_gather_nd(data, shape, n, unknown):
     lead = ([n] if stacked[1] else []) + batch
     indices = np.stack([rng.integers(0, d, size=lead) for d in shape[:depth]], -1) \
         if depth else np.zeros(lead + [0], np.int64)
-    check(tf.gather_nd, [params, indices.astype(np.int32)], stacked, n, unknown)
+    testing.check(data, tf.gather_nd, [params, indices.astype(np.int32)],
+                  stacked=stacked, n=n, modes=EAGER_OR_UNKNOWN)
 
 
 # -- Slice ------------------------------------------------------------------------------
-@given(data=st.data(), shape=DIMS, n=ITERS, unknown=st.booleans())
-def test_slice(data, shape, n, unknown):
+@given(data=st.data(), shape=DIMS, n=ITERS)
+def test_slice(data, shape, n):
     """Invariant or stacked starts; sizes may be -1 (to the end) where starts are
     invariant. Stacked starts need static sizes (so no unknown-shape variant)."""
     stacked = flags(data, 2)
@@ -112,8 +112,8 @@ def test_slice(data, shape, n, unknown):
         begins.append(rng.integers(0, top + 1, size=[n] if stacked[1] else []))
     begin = np.stack(begins, -1) if shape else np.zeros([n, 0] if stacked[1] else [0])
     x = arg(rng, shape, stacked[0], n)
-    check(tf.slice, [x, begin.astype(np.int32), np.asarray(sizes, np.int32)],
-          stacked + [False], n, unknown and not stacked[1])
+    testing.check(data, tf.slice, [x, begin.astype(np.int32), np.asarray(sizes, np.int32)],
+                  stacked=stacked + [False], n=n, modes=EAGER if stacked[1] else EAGER_OR_UNKNOWN)
 
 
 @given(data=st.data(), shape=st.lists(st.integers(1, 4), min_size=2, max_size=3), n=ITERS)
@@ -181,9 +181,9 @@ def _strided_slice_args(shape, spec):
     return bounds, masks
 
 
-@given(data=st.data(), shape=DIMS, n=ITERS, x_stacked=st.booleans(), unknown=st.booleans())
+@given(data=st.data(), shape=DIMS, n=ITERS, x_stacked=st.booleans())
 @settings(max_examples=100)
-def test_strided_slice(data, shape, n, x_stacked, unknown):
+def test_strided_slice(data, shape, n, x_stacked):
     """Python indexing with every mask, also with bounds of unknown value; indices may
     be per-iteration (x[i], x[:, i]), which must not fall back either."""
     spec = data.draw(slice_specs(shape))
@@ -201,16 +201,18 @@ def test_strided_slice(data, shape, n, x_stacked, unknown):
 
     plain = None if tables else _strided_slice_args(shape, spec)
     if plain is None:
-        check(index, [x] + tables, [x_stacked] + [True] * len(tables), n, unknown)
+        testing.check(data, index, [x] + tables,
+                      stacked=[x_stacked] + [True] * len(tables), n=n, modes=EAGER_OR_UNKNOWN)
     else:
         bounds, masks = plain
-        check(lambda a, b, e, s: tf.strided_slice(a, b, e, s, **masks), [x] + bounds,
-              [True, False, False, False], n, unknown)
+        testing.check(data, lambda a, b, e, s: tf.strided_slice(a, b, e, s, **masks),
+                      [x] + bounds, stacked=[True, False, False, False], n=n,
+                      modes=EAGER_OR_UNKNOWN)
 
 
-@given(data=st.data(), shape=DIMS, n=ITERS, unknown=st.booleans())
+@given(data=st.data(), shape=DIMS, n=ITERS)
 @settings(max_examples=60)
-def test_strided_slice_grad(data, shape, n, unknown):
+def test_strided_slice_grad(data, shape, n):
     """The gradient of a slice with invariant bounds, per-iteration upstream gradients
     (what tape.gradient of x[t] inside a loop body emits)."""
     spec = [s for s in data.draw(slice_specs(shape)) if not isinstance(s, tuple)]
@@ -225,7 +227,8 @@ def test_strided_slice_grad(data, shape, n, unknown):
         return tf.raw_ops.StridedSliceGrad(shape=np.array(shape, np.int32), begin=begin,
                                            end=end, strides=strides, dy=g, **masks)
 
-    check(grad, [dy], [True], n, unknown)
+    testing.check(data, grad, [dy],
+                  stacked=[True], n=n, modes=EAGER_OR_UNKNOWN)
 
 
 def test_strided_slice_stacked_range_bound_of_one_size():
@@ -278,9 +281,9 @@ def test_strided_slice_stacked_end_unread(data, shape, n):
 
 
 # -- pads, reverses, rolls --------------------------------------------------------------
-@given(data=st.data(), shape=DIMS, n=ITERS, unknown=st.booleans(),
+@given(data=st.data(), shape=DIMS, n=ITERS,
        mode=st.sampled_from(["CONSTANT", "CONSTANT_VALUE", "REFLECT", "SYMMETRIC"]))
-def test_pad(data, shape, n, unknown, mode):
+def test_pad(data, shape, n, mode):
     """Also with iters known only at run time, where REFLECT must cope with n == 0."""
     if mode == "REFLECT":
         shape = [max(d, 1) for d in shape]  # REFLECT needs each axis longer than its pads
@@ -293,7 +296,8 @@ def test_pad(data, shape, n, unknown, mode):
         op = lambda a, p: tf.pad(a, p, constant_values=1.5)  # noqa: E731
     else:
         op = lambda a, p: tf.pad(a, p, mode=mode)  # noqa: E731
-    check(op, [x, paddings], [True, False], n, unknown)
+    testing.check(data, op, [x, paddings],
+                  stacked=[True, False], n=n, modes=EAGER_OR_UNKNOWN)
 
 
 @pytest.mark.parametrize("n", [0, 2])
@@ -305,9 +309,8 @@ def test_reflect_pad_with_iters_known_at_run_time(n):
     testing.assert_matches_loop(loop_fn, n, graph=True)
 
 
-@given(data=st.data(), shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), n=ITERS,
-       unknown=st.booleans())
-def test_reverse_and_roll(data, shape, n, unknown):
+@given(data=st.data(), shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), n=ITERS)
+def test_reverse_and_roll(data, shape, n):
     rank = len(shape)
     axes = data.draw(st.lists(st.integers(0, rank - 1), unique=True))
     axes = [a - rank if data.draw(st.booleans()) else a for a in axes]

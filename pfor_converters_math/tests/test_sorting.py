@@ -13,14 +13,6 @@ from pfor_core import testing
 MANY = 50
 
 
-def check(data, fn, args, *, stacked, n, unknown_shapes=True, **tolerance):
-    """check_op in a drawn mode: eager, tf.function with run-time iters, or unknown
-    input dimensions."""
-    modes = testing.MODES if unknown_shapes else testing.MODES[:2]
-    return testing.check_op(fn, args, stacked=stacked, n=n, **tolerance,
-                            mode=data.draw(st.sampled_from(modes), label="mode"))
-
-
 iters = st.sampled_from([0, 1, 2, 3, 4, 3])
 DTYPES = [tf.float32, tf.float64, tf.int32]
 
@@ -54,7 +46,7 @@ def test_top_k(data):
     n = data.draw(iters)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     x = values(rng, [n] + shape, dtype, ties=data.draw(st.booleans()))
-    check(data, lambda a: tf.math.top_k(a, k=k, sorted=sort), [x], stacked=[True], n=n)
+    testing.check(data, lambda a: tf.math.top_k(a, k=k, sorted=sort), [x], stacked=[True], n=n)
 
 
 @given(st.data())
@@ -66,8 +58,8 @@ def test_nth_element(data):
     n = data.draw(iters)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     x = values(rng, [n] + shape, dtype, ties=data.draw(st.booleans()))
-    check(data, lambda a: tf.raw_ops.NthElement(input=a, n=nth, reverse=reverse), [x],
-                     stacked=[True], n=n)
+    testing.check(data, lambda a: tf.raw_ops.NthElement(input=a, n=nth, reverse=reverse), [x],
+                  stacked=[True], n=n)
 
 
 @settings(max_examples=MANY)
@@ -104,8 +96,8 @@ def test_lower_and_upper_bound(data):
     ties = data.draw(st.booleans())
     sorted_rows = tf.sort(values(rng, [n] * stacked[0] + [rows, m], dtype, ties), axis=-1)
     vals = values(rng, [n] * stacked[1] + [rows, k], dtype, ties)
-    check(data, lambda s, v: op(sorted_inputs=s, values=v, out_type=out_type),
-                     [sorted_rows, vals], stacked=stacked, n=n)
+    testing.check(data, lambda s, v: op(sorted_inputs=s, values=v, out_type=out_type),
+                  [sorted_rows, vals], stacked=stacked, n=n)
 
 
 @given(st.data())

@@ -16,11 +16,6 @@ iters = st.sampled_from([0, 1, 2, 3, 2])
 ONEDNN = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1").strip().lower() not in ("0", "false")
 
 
-def check(data, fn, args, *, stacked, n, modes=testing.MODES, **tolerance):
-    mode = data.draw(st.sampled_from(modes), label="mode")
-    return testing.check_op(fn, args, stacked=stacked, n=n, mode=mode, **tolerance)
-
-
 def draw_layout(data, version):
     """Data format and per-iteration input shape (batch may be empty)."""
     formats = ["NHWC", "NCHW"] + (["NDHWC", "NCDHW"] if version == "V3" else [])
@@ -64,7 +59,7 @@ def test_fused_batch_norm(data):
         # the kernel. The gradient test checks that ours are what the gradient needs.
         return out[:5] if training and shape[0] else out[:3]
 
-    check(data, fn, [x] + params, stacked=stacked, n=n)
+    testing.check(data, fn, [x] + params, stacked=stacked, n=n)
 
 
 @settings(max_examples=40)
@@ -72,6 +67,10 @@ def test_fused_batch_norm(data):
 def test_fused_batch_norm_grad(data):
     version = data.draw(st.sampled_from(["", "V2", "V3"]), label="version")
     fmt, shape, channels = draw_layout(data, version)
+    if len(shape) == 5:
+        # TensorFlow's own 5-D batch-norm gradient of an empty batch has the wrong rank
+        # (eagerly, loop or no loop).
+        shape[0] = max(shape[0], 1)
     training = data.draw(st.booleans(), label="is_training")
     if not ONEDNN and fmt.startswith("NC"):
         training = True  # TF's own CPU kernel has only NHWC for is_training=False
@@ -89,7 +88,7 @@ def test_fused_batch_norm_grad(data):
                   reserve_space_2=args[4], epsilon=0.01, data_format=fmt,
                   is_training=training, **extra)[:3]  # the rest are empty placeholders
 
-    check(data, fn, [y_grad, x] + params, stacked=stacked, n=n, atol=1e-4)
+    testing.check(data, fn, [y_grad, x] + params, stacked=stacked, n=n, atol=1e-4)
 
 
 @settings(max_examples=30)
@@ -122,7 +121,7 @@ def test_batch_norm_with_tape_in_body(data):
             loss = tf.reduce_sum(y * wi)
         return [y, mean, var] + tape.gradient(loss, [xi, scale_i, offset_i])
 
-    check(data, body, [x, scale, offset, w], stacked=stacked, n=n, atol=1e-4)
+    testing.check(data, body, [x, scale, offset, w], stacked=stacked, n=n, atol=1e-4)
 
 
 @settings(max_examples=20)
@@ -145,7 +144,7 @@ def test_lrn(data):
                                     depth_radius=radius, bias=1.0, alpha=0.5)
         return y, tape.gradient(loss, image), direct
 
-    check(data, fn, args, stacked=stacked, n=n)
+    testing.check(data, fn, args, stacked=stacked, n=n)
 
 
 def layer_body(norm, variables):
@@ -187,5 +186,5 @@ def test_layers_expanding_to_math_ops(data):
             mean, var = tf.nn.moments(v, axes=[0, 1])
             return tf.nn.batch_normalization(v, mean, var, 0.5, 2.0, 0.01)
 
-    check(data, layer_body(norm, variables), [x, w], stacked=stacked, n=n,
-          modes=testing.MODES[:2], atol=1e-4)
+    testing.check(data, layer_body(norm, variables), [x, w], stacked=stacked, n=n,
+                  modes=testing.MODES[:2], atol=1e-4)

@@ -11,11 +11,6 @@ from pfor_core import testing
 iters = st.sampled_from([0, 1, 2, 3, 2])
 
 
-def check(data, fn, args, *, stacked, n, modes=testing.MODES, **tolerance):
-    mode = data.draw(st.sampled_from(modes), label="mode")
-    return testing.check_op(fn, args, stacked=stacked, n=n, mode=mode, **tolerance)
-
-
 @st.composite
 def layouts(draw):
     """block_shape, paddings (each padded size a multiple of its block), input shape."""
@@ -52,7 +47,7 @@ def test_space_to_batch_and_back(data):
         return (tf.space_to_batch_nd(xi, block, paddings),
                 tf.batch_to_space(yi, block, crops))
 
-    check(data, fn, [x, y], stacked=[True, True], n=n)
+    testing.check(data, fn, [x, y], stacked=[True, True], n=n)
 
 
 @settings(max_examples=25)
@@ -83,5 +78,5 @@ def test_dilated_convolution_gradients(data):
 
     # Not with unknown input shapes: tf.nn.convolution's dilation path itself needs
     # static shapes to be traced.
-    check(data, body, [x, f], stacked=stacked, n=n, modes=testing.MODES[:2], rtol=1e-4,
-          atol=1e-4)
+    testing.check(data, body, [x, f], stacked=stacked, n=n, modes=testing.MODES[:2], rtol=1e-4,
+                  atol=1e-4)

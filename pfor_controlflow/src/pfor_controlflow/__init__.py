@@ -1,3 +1,4 @@
-"""pfor converter pack for control flow (no converters yet: see the pack's issue)."""
+"""pfor converter pack for control flow: conditionals (If, Case), while loops (also with
+per-iteration trip counts), function calls, tensor lists and optionals."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

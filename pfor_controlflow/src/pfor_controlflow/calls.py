@@ -30,4 +30,4 @@ def convert_call(ctx):
 
 
 def register(registry):
-    registry.add(["PartitionedCall", "StatefulPartitionedCall"], convert_call)
+    registry.add(["PartitionedCall", "StatefulPartitionedCall"], convert_call, views=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked
+from pfor_core.extend import Invariant, Stacked
 from pfor_controlflow import masking, optionals
 from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph, select_rows,
                                         with_effects)
@@ -154,7 +154,7 @@ class _Rows:
         for specs, t in zip(self.outputs, self.ctx.op.outputs):
             if specs is None:
                 value = tf.dynamic_stitch(positions, [next(f) for f in flats])
-                value.set_shape(tf.TensorShape([self.ctx.n_static]).concatenate(t.shape))
+                value.set_shape(self.ctx.stacked_shape(t.shape))
                 out.append(Stacked(tensor=value))
                 continue
             pieces = [[next(f) for _ in (spec[0] if spec else ())]
@@ -218,5 +218,6 @@ def convert_stacked_selector(ctx):
 
 def register(registry):
     ops = ["If", "StatelessIf", "Case", "StatelessCase"]
-    registry.add(ops, convert_invariant_selector, inputs="U*...")
-    registry.add(ops, convert_stacked_selector, inputs="S*...")
+    # Views travel into the branches as they are (the branches' converters know them).
+    registry.add(ops, convert_invariant_selector, inputs="U*...", views=True)
+    registry.add(ops, convert_stacked_selector, inputs="S*...", views=True)

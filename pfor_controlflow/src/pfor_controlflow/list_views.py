@@ -8,7 +8,8 @@ says which rows the body's iterations are (``rows``) or which rows' writes count
 rows, writes scatter them into a whole element. Pushes land at the same position for
 every active row (they all started together), so a row's items stay in order; the
 loop converter right-aligns each row's items afterwards, so that the gradient loop
-(which pops) finds every row's last item at the end.
+(which pops) finds every row's last item at the end. Other converters get the view
+materialized: a plain stacked list of the rows being converted (a copy, for reading).
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ import dataclasses
 
 import tensorflow as tf
 
-from pfor_core import ConversionError, Invariant, Stacked
+from tensorflow.python.ops import handle_data_util
+
+from pfor_core.extend import ConversionError, Decline, Invariant, Stacked, View
 
 _R = tf.raw_ops
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class ListView(Stacked):
-    """A stacked list of ``width`` rows seen by a conversion of some of them."""
+class ListView(View):
+    """A stacked list of ``width`` rows seen by a conversion of some of them: ``tensor``
+    is the whole loop's list handle (elements ``[width, ...]``)."""
 
     width: tf.Tensor
     rows: tf.Tensor | None = None  # int32 [m]: the rows being converted
@@ -32,6 +36,33 @@ class ListView(Stacked):
 
     def again(self, handle) -> "ListView":
         return ListView(tensor=handle, width=self.width, rows=self.rows, mask=self.mask)
+
+    def materialize(self):
+        """A plain stacked list of the rows being converted (all rows of a masked view);
+        a Decline when the list's element dtype is not known here."""
+        if self.rows is None:
+            return Stacked(tensor=self.tensor)
+        dtype = _element_dtype(self.tensor)
+        if dtype is None:
+            return Decline("a tensor list of a loop with per-iteration trip counts whose "
+                           "element type is unknown has no stacked form here")
+        shape = _R.TensorListElementShape(input_handle=self.tensor, shape_type=tf.int32)
+        whole = _R.TensorListStack(input_handle=self.tensor, element_shape=shape,
+                                   element_dtype=dtype)
+        rows = tf.gather(whole, self.rows, axis=1)
+        return Stacked(tensor=_R.TensorListFromTensor(
+            tensor=rows, element_shape=tf.constant(-1, tf.int32)))
+
+
+def _element_dtype(handle):
+    """The element dtype a list handle's shape inference recorded, or None."""
+    try:
+        data = handle_data_util.get_resource_handle_data(handle)
+    except Exception:  # pylint: disable=broad-except
+        return None
+    if not data.is_set or not data.shape_and_type:
+        return None
+    return tf.as_dtype(data.shape_and_type[0].dtype)
 
 
 def _view(ctx):
@@ -141,9 +172,11 @@ def right_align(handle, lengths, dtype) -> tf.Tensor:
 
 def register(registry):
     # Ahead of the plain tensor-list converters, which they leave plain lists to.
-    registry.add("TensorListPushBack", convert_push_back, priority=10)
-    registry.add("TensorListPopBack", convert_pop_back, priority=10)
-    registry.add("TensorListGetItem", convert_get_item, priority=10)
-    registry.add("TensorListSetItem", convert_set_item, priority=10)
-    registry.add("TensorListElementShape", convert_element_shape, priority=10)
-    registry.add("TensorListLength", convert_length, priority=10)
+    registry.add("TensorListPushBack", convert_push_back, inputs="S*", priority=10,
+                 narrow=True)
+    registry.add("TensorListPopBack", convert_pop_back, inputs="SU", priority=10, narrow=True)
+    registry.add("TensorListGetItem", convert_get_item, inputs="SUU", priority=10, narrow=True)
+    registry.add("TensorListSetItem", convert_set_item, inputs="SU*", priority=10, narrow=True)
+    registry.add("TensorListElementShape", convert_element_shape, inputs="S", priority=10,
+                 narrow=True)
+    registry.add("TensorListLength", convert_length, inputs="S", priority=10, narrow=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked
+from pfor_core.extend import Invariant, Stacked
 from pfor_controlflow.list_views import ListView
 
 
@@ -39,7 +39,7 @@ class Loop:
         shape = self.body.inputs[k].shape
         if not stacked[k] or self.body.inputs[k].dtype == tf.variant:
             return shape
-        return tf.TensorShape([self.ctx.n_static]).concatenate(shape)
+        return self.ctx.stacked_shape(shape)
 
 
 def passes_through(body, k) -> bool:

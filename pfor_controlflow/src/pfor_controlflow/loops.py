@@ -119,7 +119,7 @@ def _run_invariant_deferring(loop, parallel, deferred):
         return with_effects(outs, converted.side_effects)[:-1], arrays
 
     arrays = [tf.TensorArray(t.dtype, size=0, dynamic_size=True,
-                             element_shape=tf.TensorShape([ctx.n_static]).concatenate(t.shape))
+                             element_shape=ctx.stacked_shape(t.shape))
               for t in extra]
     shapes = ([loop.shape_of(k) for k in kept], [tf.TensorShape(None) for _ in arrays])
     values, arrays = tf.while_loop(cond, body, ([init[k] for k in kept], arrays),
@@ -172,4 +172,4 @@ def convert_while(ctx):
 
 
 def register(registry):
-    registry.add(["While", "StatelessWhile"], convert_while)
+    registry.add(["While", "StatelessWhile"], convert_while, views=True)

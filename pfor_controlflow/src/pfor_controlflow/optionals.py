@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import dataclasses
 
-from pfor_core import Invariant, Stacked
+from pfor_core.extend import Invariant, Stacked, View
 
 _R = tf.raw_ops
 
@@ -28,11 +28,16 @@ def _producer(tensor):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class SplitOptional(Stacked):
+class SplitOptional(View):
     """A stacked optional holding one part per branch: ``parts[b]`` is the
-    (dtypes, shapes) spec of branch b's part, or None."""
+    (dtypes, shapes) spec of branch b's part, or None. ``tensor`` is the optional of
+    every part's components, one after the other."""
 
     parts: tuple
+
+    def materialize(self) -> Stacked:
+        """The stacked optional of all parts' components, as a plain value."""
+        return Stacked(tensor=self.tensor)
 
     def part(self, b) -> list[tf.Tensor]:
         """Branch ``b``'s components (all rows)."""
@@ -118,7 +123,7 @@ def convert_get_value(ctx):
     if not value.is_stacked:
         return ctx.decline("an invariant optional reads the same in every iteration")
     dtypes, shapes = list(ctx.attr("output_types")), ctx.attr("output_shapes")
-    stacked = [tf.TensorShape([ctx.n_static]).concatenate(s) for s in shapes]
+    stacked = [ctx.stacked_shape(s) for s in shapes]
     if isinstance(value, SplitOptional):
         # Outside a matching conditional: the parts of this type (in disjoint rows) add up.
         parts = [b for b, p in enumerate(value.parts) if p is not None and p[0] == dtypes
@@ -134,4 +139,4 @@ def convert_get_value(ctx):
 
 def register(registry):
     registry.add("OptionalFromValue", convert_from_value)
-    registry.add("OptionalGetValue", convert_get_value, inputs="S")
+    registry.add("OptionalGetValue", convert_get_value, inputs="S", views=True)

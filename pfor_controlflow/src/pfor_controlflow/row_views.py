@@ -6,22 +6,24 @@ sequence, would have to be compacted with those rows whenever some finish: at a 
 batch almost every step, copying every sequence. Where the body only reads one item of
 it per step (``x[t]``, ``tf.gather(x, t)``), the body sees a ``RowView`` instead: the
 uncompacted value and the rows being converted. The slicing converters here read the
-item straight from it by row number; any other converter sees a plain stacked value
-(the view's rows gathered when read).
+item straight from it by row number; any other converter gets the view materialized (its
+rows gathered), as the core hands views to converters that do not declare they take them.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked
+from pfor_core.extend import Stacked, View
 
 # Body ops that read one item of a value; the converters below take them on a view.
 READERS = ("StridedSlice", "GatherV2")
 
 
-class RowView(Stacked):
-    """The rows ``rows`` of the stacked value ``base``, gathered only when read whole."""
+class RowView(View):
+    """The rows ``rows`` of the stacked value ``base``, gathered only when read whole:
+    ``base`` is ``[N, ...]`` for all N iterations of the enclosing loop, ``rows`` an
+    int32 vector of the ones being converted; ``tensor`` is the gathered value."""
 
     __slots__ = ("base", "rows")
 
@@ -32,6 +34,10 @@ class RowView(Stacked):
     @property
     def tensor(self) -> tf.Tensor:  # pylint: disable=invalid-overridden-method
         return tf.gather(self.base, self.rows)
+
+    def materialize(self) -> Stacked:
+        """The converted rows of ``base``, gathered."""
+        return Stacked(tensor=self.tensor)
 
     @property
     def dtype(self):
@@ -96,5 +102,5 @@ def convert_item_gather(ctx):
 
 def register(registry):
     # Ahead of the math pack's slicing converters, which see a view as a plain value.
-    registry.add("StridedSlice", convert_item_slice, priority=10, narrow=True)
-    registry.add("GatherV2", convert_item_gather, priority=10, narrow=True)
+    registry.add("StridedSlice", convert_item_slice, inputs="S**U", priority=10, narrow=True)
+    registry.add("GatherV2", convert_item_gather, inputs="S*U", priority=10, narrow=True)

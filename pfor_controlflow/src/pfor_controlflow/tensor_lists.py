@@ -22,7 +22,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import handle_data_util
 
-from pfor_core import ConversionError, Invariant, Stacked, shapes
+from pfor_core.extend import ConversionError, Invariant, Stacked, shapes
 
 _R = tf.raw_ops
 
@@ -162,7 +162,7 @@ def _invariant_input(ctx, k: int, what: str) -> tf.Tensor:
 def _stacked_out(ctx, tensor, k: int = 0) -> Stacked:
     """A stacked output, with the body op's static per-iteration shape."""
     tensor.set_shape(tensor.shape.merge_with(
-        tf.TensorShape([ctx.n_static]).concatenate(ctx.output_shapes[k])))
+        ctx.stacked_shape(ctx.output_shapes[k])))
     return Stacked(tensor=tensor)
 
 
@@ -250,7 +250,7 @@ def convert_from_tensor(ctx):
     """tensor [n, T, ...] -> T elements [n, ...]."""
     shape = _invariant_input(ctx, 1, "element shape")
     tensor = ctx.stacked(0)
-    return Stacked(tensor=ctx.emit(_swap01(tensor), _prepend_n(ctx, shape))[0])
+    return ctx.emit_stacked(_swap01(tensor), _prepend_n(ctx, shape))
 
 
 @_declining
@@ -259,7 +259,7 @@ def convert_set_item(ctx):
     handle = stack_list(ctx, handle, ctx.attr("element_dtype"))
     item = ctx.stacked(2)
     if not index.is_stacked:
-        return Stacked(tensor=ctx.emit(handle, index.tensor, item)[0])
+        return ctx.emit_stacked(handle, index.tensor, item)
     return Stacked(tensor=_scatter(ctx, handle, index.tensor[:, None], item[:, None],
                                    ctx.attr("resize_if_index_out_of_bounds")))
 
@@ -307,7 +307,7 @@ def convert_scatter_into_list(ctx):
     handle = stack_list(ctx, ctx.inputs[0], ctx.attr("element_dtype"))
     values, indices = ctx.stacked(1), ctx.inputs[2]
     if not indices.is_stacked:
-        return Stacked(tensor=ctx.emit(handle, _swap01(values), indices.tensor)[0])
+        return ctx.emit_stacked(handle, _swap01(values), indices.tensor)
     return Stacked(tensor=_scatter(ctx, handle, indices.tensor, values, resize=True))
 
 
@@ -319,8 +319,8 @@ def convert_scatter_new_list(ctx):
     values, indices = ctx.stacked(0), ctx.inputs[1]
     if not indices.is_stacked:
         rest = [] if size is None else [size]
-        return Stacked(tensor=ctx.emit(_swap01(values), indices.tensor,
-                                       _prepend_n(ctx, shape), *rest)[0])
+        return ctx.emit_stacked(_swap01(values), indices.tensor,
+                                _prepend_n(ctx, shape), *rest)
     base = _R.TensorListReserve(
         element_shape=_prepend_n(ctx, shape), element_dtype=ctx.attr("element_dtype"),
         num_elements=0 if size is None else tf.maximum(size, 0))
@@ -336,7 +336,7 @@ def convert_push_back(ctx):
         item = stack_list(ctx, ctx.inputs[1]) if dtype == tf.variant else ctx.stacked(1)
     except ValueError as err:
         raise _Decline(str(err)) from None
-    return Stacked(tensor=ctx.emit(handle, item)[0])
+    return ctx.emit_stacked(handle, item)
 
 
 @_declining
@@ -418,7 +418,7 @@ def _concat_each(ctx, handle, shape):
 @_declining
 def convert_resize(ctx):
     size = _invariant_input(ctx, 1, "list size")
-    return Stacked(tensor=ctx.emit(ctx.inputs[0].tensor, size)[0])
+    return ctx.emit_stacked(ctx.inputs[0].tensor, size)
 
 
 @_declining
@@ -470,7 +470,7 @@ def convert_add_lists(ctx):
         handles = [stack_list(ctx, v, dtype) for v in ctx.inputs]
     except ValueError as err:  # element dtype unknown
         raise _Decline(str(err)) from None
-    return Stacked(tensor=ctx.emit(*handles)[0])
+    return ctx.emit_stacked(*handles)
 
 
 @_declining

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked
+from pfor_core.extend import Invariant, Stacked
 from pfor_controlflow import deferred_sums, row_views
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import select_rows, with_effects
@@ -170,7 +170,7 @@ def run_subset(loop, parallel):
 
     def stitch(base, pieces, shape):
         out = tf.dynamic_stitch([everyone, ids], [base, pieces])  # later entries win
-        out.set_shape(tf.TensorShape([ctx.n_static]).concatenate(shape))
+        out.set_shape(ctx.stacked_shape(shape))
         return out
 
     layouts = loop.layouts([init[k] for k in loop.carried])
@@ -232,7 +232,7 @@ def run_masked(loop, parallel):
     for value, k in zip(values, loop.carried):
         value.set_shape(loop.shape_of(k))
     for final, k in zip(finals, kinds.changing):
-        final.set_shape(tf.TensorShape([ctx.n_static]).concatenate(loop.body.inputs[k].shape))
+        final.set_shape(ctx.stacked_shape(loop.body.inputs[k].shape))
     layouts = loop.layouts(values)
     for k, final in zip(kinds.changing, finals):
         layouts[k] = Stacked(tensor=final)

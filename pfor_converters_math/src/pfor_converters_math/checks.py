@@ -14,18 +14,23 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked
+from pfor_core.extend import Invariant
 
 
 def convert_ensure_shape(ctx):
-    shape = tf.TensorShape([ctx.n_static]).concatenate(tf.TensorShape(ctx.attr("shape")))
-    return Stacked(tensor=ctx.emit(ctx.inputs[0].tensor, attrs={"shape": shape})[0])
+    shape = ctx.stacked_shape(tf.TensorShape(ctx.attr("shape")))
+    return ctx.emit_stacked(ctx.inputs[0].tensor, attrs={"shape": shape})
 
 
 def convert_check_numerics(ctx):
+    """A stacked value: one check of the stacked tensor."""
+    return ctx.emit_stacked(ctx.inputs[0].tensor)
+
+
+def convert_check_numerics_invariant(ctx):
+    """An invariant value (the op is stateful, so it comes here): checked once if the
+    loop runs at all."""
     (x,) = ctx.inputs
-    if x.is_stacked:
-        return Stacked(tensor=ctx.emit(x.tensor)[0])
     if ctx.n_static is not None:
         return Invariant(tensor=ctx.emit(x.tensor)[0] if ctx.n_static else x.tensor)
     # n known at run time only: check a [min(n, 1), ...] view (nothing when n == 0) and
@@ -39,4 +44,6 @@ def convert_check_numerics(ctx):
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add("EnsureShape", convert_ensure_shape, inputs="S")
-    registry.add(["CheckNumerics", "CheckNumericsV2"], convert_check_numerics, inputs="*")
+    registry.add(["CheckNumerics", "CheckNumericsV2"], convert_check_numerics, inputs="S")
+    registry.add(["CheckNumerics", "CheckNumericsV2"], convert_check_numerics_invariant,
+                 inputs="U")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, patterns, shapes
+from pfor_core.extend import Stacked, broadcasting, elementwise, shapes
 
 UNARY = (
     "Abs", "Neg", "Sign", "Exp", "Expm1", "Log", "Log1p", "Sqrt", "Rsqrt", "Square",
@@ -45,7 +45,7 @@ def _out_shape(ctx) -> list:
     taken from the highest-rank input (static where known)."""
     widest = max(ctx.inputs, key=lambda v: (v.shape.rank, v.is_stacked))
     d = shapes.dims(widest.tensor, ctx.n if widest.is_stacked else None)
-    n = ctx.n if ctx.n_static is None else ctx.n_static
+    n = ctx.n_dim
     return d if widest.is_stacked else [n] + d
 
 
@@ -73,7 +73,7 @@ def same_shape(ctx):
     tensors = _broadcast_all(ctx, keep_scalars=False)
     if tensors is None:
         return ctx.decline("an input's rank is unknown")
-    return [Stacked(tensor=t) for t in ctx.emit(*tensors)]
+    return ctx.emit_stacked(*tensors)
 
 
 # With the output y invariant (a forward pass computed once, as in a jacobian) and the
@@ -94,7 +94,7 @@ def convert_betainc(ctx):
     tensors = _broadcast_all(ctx, keep_scalars=True)
     if tensors is None:
         return ctx.decline("an input's rank is unknown")
-    return [Stacked(tensor=t) for t in ctx.emit(*tensors)]
+    return ctx.emit_stacked(*tensors)
 
 
 def convert_clip(ctx):
@@ -113,7 +113,7 @@ def convert_clip(ctx):
         return (v.is_stacked and v.shape.rank == rank) or (not v.is_stacked and v.shape.rank == 0)
 
     if t.is_stacked and fits(lo) and fits(hi):
-        return Stacked(tensor=ctx.emit(t.tensor, lo.tensor, hi.tensor)[0])
+        return ctx.emit_stacked(t.tensor, lo.tensor, hi.tensor)
     t_, lo_, hi_ = (shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked else v.tensor
                     for v in ctx.inputs)
     return Stacked(tensor=tf.maximum(tf.minimum(t_, hi_), lo_))
@@ -135,7 +135,7 @@ def convert_select(ctx):
         c = shapes.reshape(c, d + [1] * (rank - cond.shape.rank))
     tensors = [shapes.insert_axes(v, rank, ctx.n) if layout.is_stacked else v
                for v, layout in zip((c, t.tensor, e.tensor), ctx.inputs)]
-    return Stacked(tensor=ctx.emit(*tensors, op_type="SelectV2")[0])
+    return ctx.emit_stacked(*tensors, op_type="SelectV2")
 
 
 def convert_add_n(ctx):
@@ -157,9 +157,9 @@ def convert_add_n(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add(UNARY, patterns.elementwise, inputs="S")
-    registry.add(BINARY, patterns.broadcasting, inputs="**")
-    registry.add("SelectV2", patterns.broadcasting, inputs="***")
+    registry.add(UNARY, elementwise, inputs="S")
+    registry.add(BINARY, broadcasting, inputs="**")
+    registry.add("SelectV2", broadcasting, inputs="***")
     registry.add("Select", convert_select, inputs="***")
     registry.add("ClipByValue", convert_clip, inputs="***")
     registry.add(SAME_SHAPE, same_shape, inputs="**")

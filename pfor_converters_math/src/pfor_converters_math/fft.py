@@ -9,7 +9,7 @@ lengths would have outputs of different shapes.
 
 from __future__ import annotations
 
-from pfor_core import Stacked, patterns
+from pfor_core.extend import elementwise
 
 COMPLEX = ("FFT", "IFFT", "FFT2D", "IFFT2D", "FFT3D", "IFFT3D")
 REAL = ("RFFT", "IRFFT", "RFFT2D", "IRFFT2D", "RFFT3D", "IRFFT3D")
@@ -20,10 +20,10 @@ def convert_real_fft(ctx):
     if fft_length.is_stacked:
         return ctx.decline("fft_length differs between iterations (stacked); it must be "
                            "loop-invariant")
-    return Stacked(tensor=ctx.emit(x.tensor, fft_length.tensor)[0])
+    return ctx.emit_stacked(x.tensor, fft_length.tensor)
 
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add(COMPLEX, patterns.elementwise, inputs="S")
+    registry.add(COMPLEX, elementwise, inputs="S")
     registry.add(REAL, convert_real_fft, inputs="**")

@@ -11,7 +11,7 @@ Inputs of unknown rank need nothing else, but their axes are checked at run time
 
 from __future__ import annotations
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 from pfor_converters_math.shape_ops import axis_checked, shift_axis, shifted_axis_input
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, patterns, shapes
+from pfor_core.extend import Invariant, Stacked, batch_polymorphic, shapes
 from pfor_converters_math.elementwise import same_shape
 
 # Ops whose every input carries the (same) leading batch axes.
@@ -51,7 +51,7 @@ _OPTIONAL_OUTPUTS = {"Svd": ("compute_uv", (1, 2)), "Eig": ("compute_v", (1,)),
 
 def convert_optional_outputs(ctx):
     """Batch-polymorphic, but skipped vector outputs stay the (invariant) placeholder."""
-    out = patterns.batch_polymorphic()(ctx)
+    out = batch_polymorphic()(ctx)
     flag, skipped = _OPTIONAL_OUTPUTS[ctx.op_type]
     if ctx.attr(flag):
         return out
@@ -68,7 +68,7 @@ def convert_set_diag(ctx):
     band = tf.get_static_value(k)
     if matrix.shape.is_fully_defined() or band is None or np.size(band) == 1 \
             or band[0] == band[1]:
-        return Stacked(tensor=ctx.emit(matrix, diagonal, k)[0])
+        return ctx.emit_stacked(matrix, diagonal, k)
     rows, cols = ctx.dims(matrix)[-2:]
     align = ctx.attr("align").decode() if ctx.has_attr("align") else "LEFT_LEFT"
     laid = tf.raw_ops.MatrixDiagV3(diagonal=diagonal, k=k, num_rows=rows, num_cols=cols,
@@ -86,7 +86,7 @@ def convert_broadcasting_solve(ctx):
     rank = max(matrix.shape.rank, rhs.shape.rank)
     tensors = [shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked else v.tensor
                for v in (matrix, rhs)]
-    return Stacked(tensor=ctx.emit(*tensors)[0])
+    return ctx.emit_stacked(*tensors)
 
 
 def convert_solve_columns(ctx):

@@ -21,7 +21,7 @@ import string
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Decline, Stacked, shapes
 
 # Attr names of the two "transpose this operand" flags, per op type. MatMul transposes;
 # the batch matmuls take the adjoint (which conjugates complex operands).
@@ -125,43 +125,82 @@ def _of_rank_two(value):
     return type(value)(tensor=tf.ensure_shape(value.tensor, [None] * (2 + value.is_stacked)))
 
 
-def convert_matmul(ctx):
+def _matrices(ctx):
+    """MatMul's operands, each declared a matrix when its rank is unknown."""
     a, b = (_of_rank_two(v) for v in ctx.inputs)
     if a.shape.rank != 2 or b.shape.rank != 2:
-        return ctx.decline("MatMul operands must have rank 2")
-    if ctx.pattern == "SU":
-        return Stacked(tensor=_stacked_times_matrix(ctx, a.tensor, b.tensor))
-    if ctx.pattern == "US":
-        return Stacked(tensor=_matrix_times_stacked(ctx, a.tensor, b.tensor))
-    # Stacked x stacked: a batch matmul; tf.linalg.matmul transposes complex operands
-    # without conjugating, as MatMul does.
+        raise Decline("MatMul operands must have rank 2")
+    return a, b
+
+
+def convert_matmul_stacked_invariant(ctx):
+    """Stacked x invariant: one 2-D matmul with the iterations folded into the rows."""
+    a, b = _matrices(ctx)
+    return Stacked(tensor=_stacked_times_matrix(ctx, a.tensor, b.tensor))
+
+
+def convert_matmul_invariant_stacked(ctx):
+    """Invariant x stacked: one 2-D matmul with the iterations folded into the columns."""
+    a, b = _matrices(ctx)
+    return Stacked(tensor=_matrix_times_stacked(ctx, a.tensor, b.tensor))
+
+
+def convert_matmul_stacked_stacked(ctx):
+    """Stacked x stacked: a batch matmul; tf.linalg.matmul transposes complex operands
+    without conjugating, as MatMul does."""
+    a, b = _matrices(ctx)
     return Stacked(tensor=tf.linalg.matmul(
         a.tensor, b.tensor, transpose_a=ctx.attr("transpose_a"),
         transpose_b=ctx.attr("transpose_b")))
 
 
-def convert_batch_matmul(ctx):
+def _known_ranks(ctx):
     x, y = ctx.inputs
     if x.shape.rank is None or y.shape.rank is None:
-        return ctx.decline("operand ranks must be known")
-    if ctx.pattern == "SU":
-        matrix = _as_matrix(y)
-        if matrix is not None:
-            return Stacked(tensor=_stacked_times_matrix(ctx, x.tensor, matrix))
-    elif ctx.pattern == "US":
-        matrix = _as_matrix(x)
-        if matrix is not None:
-            return Stacked(tensor=_matrix_times_stacked(ctx, matrix, y.tensor))
-    if ctx.op_type == "BatchMatMul":  # the first version does not broadcast
-        return Stacked(tensor=ctx.emit(ctx.stacked(0), ctx.stacked(1))[0])
-    if ctx.pattern == "SU" and not y.shape[:-2].is_fully_defined():
-        return Stacked(tensor=_iterations_into_rows(ctx, x.tensor, y.tensor))
-    # Batch dims broadcast: stacked operands get size-1 axes after the iteration axis so
-    # that invariant batch dims line up with per-iteration ones, never with the loop.
+        raise Decline("operand ranks must be known")
+    return x, y
+
+
+def _broadcast_batch(ctx):
+    """Batch dims broadcast: stacked operands get size-1 axes after the iteration axis so
+    that invariant batch dims line up with per-iteration ones, never with the loop. The
+    first BatchMatMul does not broadcast: its invariant operand is tiled."""
+    x, y = ctx.inputs
+    if ctx.op_type == "BatchMatMul":
+        return ctx.emit_stacked(ctx.stacked(0), ctx.stacked(1))
     rank = max(x.shape.rank, y.shape.rank)
     tensors = [shapes.insert_axes(v.tensor, rank, ctx.n) if v.is_stacked else v.tensor
                for v in (x, y)]
-    return Stacked(tensor=ctx.emit(*tensors)[0])
+    return ctx.emit_stacked(*tensors)
+
+
+def convert_batch_matmul_stacked_invariant(ctx):
+    """Stacked x invariant: a 2-D product when the invariant operand is one matrix;
+    the iterations merged into the rows when its batch dims are unknown until run time
+    (they might all be 1: the oneDNN trap); else a broadcasting batch matmul."""
+    x, y = _known_ranks(ctx)
+    matrix = _as_matrix(y)
+    if matrix is not None:
+        return Stacked(tensor=_stacked_times_matrix(ctx, x.tensor, matrix))
+    if ctx.op_type != "BatchMatMul" and not y.shape[:-2].is_fully_defined():
+        return Stacked(tensor=_iterations_into_rows(ctx, x.tensor, y.tensor))
+    return _broadcast_batch(ctx)
+
+
+def convert_batch_matmul_invariant_stacked(ctx):
+    """Invariant x stacked: a 2-D product when the invariant operand is one matrix,
+    else a broadcasting batch matmul."""
+    x, _ = _known_ranks(ctx)
+    matrix = _as_matrix(x)
+    if matrix is not None:
+        return Stacked(tensor=_matrix_times_stacked(ctx, matrix, ctx.inputs[1].tensor))
+    return _broadcast_batch(ctx)
+
+
+def convert_batch_matmul_stacked_stacked(ctx):
+    """Stacked x stacked: one batch matmul with the iteration axis as a batch axis."""
+    _known_ranks(ctx)
+    return _broadcast_batch(ctx)
 
 
 def _fresh_label(equation: str) -> str:
@@ -186,13 +225,17 @@ def convert_einsum(ctx):
     # operands is untouched and the iteration axis stays in front.
     operands = [label + s if v.is_stacked else s for s, v in zip(operands, ctx.inputs)]
     new = ",".join(operands) + "->" + label + out
-    return Stacked(tensor=ctx.emit(*[v.tensor for v in ctx.inputs],
-                                   attrs={"equation": new})[0])
+    return ctx.emit_stacked(*[v.tensor for v in ctx.inputs],
+                            attrs={"equation": new})
 
 
 def register(registry):
-    """Add this family's converters to the pack's registrar."""
-    registry.add("MatMul", convert_matmul, inputs="**")
-    registry.add(["BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"], convert_batch_matmul,
-                 inputs="**")
-    registry.add("Einsum", convert_einsum)
+    """Add this family's converters to the pack's registrar: one per input pattern."""
+    registry.add("MatMul", convert_matmul_stacked_invariant, inputs="SU")
+    registry.add("MatMul", convert_matmul_invariant_stacked, inputs="US")
+    registry.add("MatMul", convert_matmul_stacked_stacked, inputs="SS")
+    batch = ["BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"]
+    registry.add(batch, convert_batch_matmul_stacked_invariant, inputs="SU")
+    registry.add(batch, convert_batch_matmul_invariant_stacked, inputs="US")
+    registry.add(batch, convert_batch_matmul_stacked_stacked, inputs="SS")
+    registry.add("Einsum", convert_einsum, inputs="*...")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 
 
 def place(values, offsets, out_dims, fill, n):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 
 
 def _dense_only(num_sparse: int, num_ragged: int, dense_shapes) -> str | None:
@@ -98,8 +98,7 @@ def convert_parse_single_example(ctx):
 
 def convert_decode_csv(ctx):
     records, *defaults = ctx.inputs
-    return [Stacked(tensor=t)
-            for t in ctx.emit(records.tensor, *(v.tensor for v in defaults))]
+    return ctx.emit_stacked(records.tensor, *(v.tensor for v in defaults))
 
 
 def register(registry):

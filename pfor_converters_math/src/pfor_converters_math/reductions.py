@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 
 REDUCTIONS = ("Sum", "Mean", "Prod", "Max", "Min", "All", "Any", "EuclideanNorm")
 ARG_REDUCTIONS = ("ArgMax", "ArgMin")
@@ -55,9 +55,11 @@ def convert_along_axes(ctx):
     shifted, reason = _shifted_axes(ctx, x, axes)
     if shifted is None:
         return ctx.decline(reason)
-    return [Stacked(tensor=t) for t in ctx.emit(x.tensor, shifted)]
+    return ctx.emit_stacked(x.tensor, shifted)
 
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add(REDUCTIONS + ARG_REDUCTIONS + SCANS, convert_along_axes, inputs="**")
+    # A stacked axis would reduce different axes per iteration: no converter, the
+    # fallback loop takes it.
+    registry.add(REDUCTIONS + ARG_REDUCTIONS + SCANS, convert_along_axes, inputs="SU")

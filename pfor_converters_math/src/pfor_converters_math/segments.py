@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 
 
 def _iterations(ctx, rank: int, dtype) -> tf.Tensor:
     """``range(n)`` shaped ``[n, 1, ..., 1]`` (rank ``rank``) of ``dtype``."""
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     iters = tf.range(tf.cast(n, dtype), dtype=dtype)
     return tf.reshape(iters, shapes.shape_tensor([n] + [1] * (rank - 1)))
 

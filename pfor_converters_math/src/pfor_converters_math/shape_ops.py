@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, shapes
+from pfor_core.extend import Decline, Invariant, Stacked, shapes
 
 
 # -- helpers the pack's other array modules share ------------------------------------
@@ -115,22 +115,31 @@ def _resolve_minus_one(x, sizes):
 
 
 def convert_reshape(ctx):
+    """A stacked value: the per-iteration target shape with ``n`` in front (a stacked
+    target only when the body's static output shape proves it the same everywhere)."""
     x, sizes = ctx.inputs
     target = proven_shape(ctx)
     if target is None and sizes.is_stacked:
-        return ctx.decline("per-iteration target shape is stacked and not static")
-    if not x.is_stacked:
-        return Invariant(tensor=tf.reshape(x.tensor, target))
+        raise Decline("per-iteration target shape is stacked and not static")
     if target is None:
         target = _resolve_minus_one(x.tensor, sizes.tensor)
     return Stacked(tensor=tf.reshape(x.tensor, with_leading(leading(ctx, x.tensor), target)))
+
+
+def convert_reshape_invariant_value(ctx):
+    """An invariant value with a stacked target shape that the body's static output
+    shape proves the same in every iteration: one invariant reshape."""
+    target = proven_shape(ctx)
+    if target is None:
+        raise Decline("per-iteration target shape is stacked and not static")
+    return Invariant(tensor=tf.reshape(ctx.inputs[0].tensor, target))
 
 
 # -- permutations and axes ------------------------------------------------------------
 def convert_transpose(ctx):
     """Transpose / ConjugateTranspose: the perm keeps axis 0 first."""
     x, perm = ctx.inputs
-    return Stacked(tensor=ctx.emit(x.tensor, prepend_shifted(perm, 0))[0])
+    return ctx.emit_stacked(x.tensor, prepend_shifted(perm, 0))
 
 
 def prepend_shifted(value, first):
@@ -213,13 +222,23 @@ def _rank_of(target):
     return target.shape[0] if target.shape.rank == 1 else None
 
 
-def convert_fill(ctx):
-    dims, value = ctx.inputs
-    target = _target(ctx, dims)
+def _proven_target(ctx, shape_value):
+    target = _target(ctx, shape_value)
     if target is None:
-        return ctx.decline("per-iteration dims are stacked")
-    if not value.is_stacked:
-        return Invariant(tensor=tf.fill(target, value.tensor))
+        raise Decline("per-iteration dims are stacked")
+    return target
+
+
+def convert_fill_invariant_value(ctx):
+    """Stacked dims proven the same everywhere, invariant value: one invariant fill."""
+    dims, value = ctx.inputs
+    return Invariant(tensor=tf.fill(_proven_target(ctx, dims), value.tensor))
+
+
+def convert_fill(ctx):
+    """A stacked value: each iteration's scalar broadcast to the target shape."""
+    dims, value = ctx.inputs
+    target = _proven_target(ctx, dims)
     n = leading(ctx, value.tensor)
     rank = _rank_of(target)
     ones = [1] * rank if rank is not None else tf.ones_like(target)
@@ -227,13 +246,17 @@ def convert_fill(ctx):
     return Stacked(tensor=tf.broadcast_to(rows, with_leading(n, target)))
 
 
-def convert_broadcast_to(ctx):
+def convert_broadcast_to_invariant_value(ctx):
+    """Stacked shape proven the same everywhere, invariant value: one broadcast."""
     x, shape = ctx.inputs
-    target = _target(ctx, shape)
-    if target is None:
-        return ctx.decline("per-iteration shape is stacked")
-    if not x.is_stacked:
-        return Invariant(tensor=tf.broadcast_to(x.tensor, target))
+    return Invariant(tensor=tf.broadcast_to(x.tensor, _proven_target(ctx, shape)))
+
+
+def convert_broadcast_to(ctx):
+    """A stacked value, aligned with the target from the right (size-1 axes after the
+    iteration axis), then broadcast to ``[n] + target``."""
+    x, shape = ctx.inputs
+    target = _proven_target(ctx, shape)
     # Align x with the target from the right: size-1 axes after the stacked one (added
     # at run time where a rank is not static).
     rank = _rank_of(target)
@@ -242,35 +265,44 @@ def convert_broadcast_to(ctx):
 
 
 def convert_tile(ctx):
+    """Invariant multiples: a multiple of 1 for the iteration axis in front."""
     x, multiples = ctx.inputs
-    if not multiples.is_stacked:
-        return Stacked(tensor=ctx.emit(x.tensor, prepend(multiples, 1))[0])
-    # Stacked multiples are the same in every iteration when both shapes are static
-    # (an empty input axis stays empty whatever its multiple).
+    return ctx.emit_stacked(x.tensor, prepend(multiples, 1))
+
+
+def convert_tile_stacked_multiples(ctx):
+    """Stacked multiples are the same in every iteration when both shapes are static
+    (an empty input axis stays empty whatever its multiple)."""
+    x, _ = ctx.inputs
     out, shape = proven_shape(ctx), x.shape
     if out is None or not shape.is_fully_defined():
-        return ctx.decline("stacked multiples without static input and output shapes")
+        raise Decline("stacked multiples without static input and output shapes")
     static = [o // d if d else 1 for o, d in zip(out, shape.as_list())]
     if not x.is_stacked:
         return Invariant(tensor=tf.tile(x.tensor, static))
     return Stacked(tensor=tf.tile(x.tensor, [1] + static))
 
 
-def convert_one_hot(ctx):
-    """Indices (and on/off values) may be stacked; a stacked on/off value selects per
-    iteration from a boolean one-hot mask."""
-    indices, depth, on, off = ctx.inputs
+def _one_hot_axis(ctx):
     axis = ctx.attr("axis")
-    if indices.is_stacked:
-        axis = shift_axis(axis)
-    if not (on.is_stacked or off.is_stacked):
-        return Stacked(tensor=ctx.emit(indices.tensor, depth.tensor, on.tensor, off.tensor,
-                                       attrs={"axis": axis})[0])
+    return shift_axis(axis) if ctx.inputs[0].is_stacked else axis
+
+
+def convert_one_hot(ctx):
+    """Stacked indices, invariant on/off values: one OneHot with the axis shifted."""
+    indices, depth, on, off = ctx.inputs
+    return ctx.emit_stacked(indices.tensor, depth.tensor, on.tensor, off.tensor,
+                            attrs={"axis": _one_hot_axis(ctx)})
+
+
+def convert_one_hot_stacked_values(ctx):
+    """A stacked on/off value selects per iteration from a boolean one-hot mask."""
+    indices, depth, on, off = ctx.inputs
     if indices.shape.rank is None:
-        return ctx.decline("indices rank unknown")
+        raise Decline("indices rank unknown")
     true, false = tf.constant(True), tf.constant(False)
     mask = ctx.emit(indices.tensor, depth.tensor, true, false,
-                    attrs={"axis": axis, "T": tf.bool}, dtypes=[tf.bool])[0]
+                    attrs={"axis": _one_hot_axis(ctx), "T": tf.bool}, dtypes=[tf.bool])[0]
     rank = indices.shape.rank + 1
     on_t = shapes.insert_axes(on.tensor, rank, ctx.n) if on.is_stacked else on.tensor
     off_t = shapes.insert_axes(off.tensor, rank, ctx.n) if off.is_stacked else off.tensor
@@ -283,15 +315,22 @@ def decline_range(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add("Reshape", convert_reshape, inputs="**")
+    registry.add("Reshape", convert_reshape, inputs="S*")
+    registry.add("Reshape", convert_reshape_invariant_value, inputs="US")
     registry.add(["Transpose", "ConjugateTranspose"], convert_transpose, inputs="SU")
     registry.add("ExpandDims", convert_expand_dims, inputs="SU")
     registry.add("Squeeze", convert_squeeze, inputs="S")
     registry.add(["Shape", "ShapeN"], convert_shape)
     registry.add("Size", convert_size, inputs="S")
     registry.add("Rank", convert_rank, inputs="S")
-    registry.add("Fill", convert_fill, inputs="**")
-    registry.add("BroadcastTo", convert_broadcast_to, inputs="**")
-    registry.add("Tile", convert_tile, inputs="**")
-    registry.add("OneHot", convert_one_hot, inputs="*U**")
+    registry.add("Fill", convert_fill, inputs="*S")
+    registry.add("Fill", convert_fill_invariant_value, inputs="SU")
+    registry.add("BroadcastTo", convert_broadcast_to, inputs="S*")
+    registry.add("BroadcastTo", convert_broadcast_to_invariant_value, inputs="US")
+    registry.add("Tile", convert_tile, inputs="SU")
+    registry.add("Tile", convert_tile_stacked_multiples, inputs="*S")
+    registry.add("OneHot", convert_one_hot, inputs="SUUU")
+    # A stacked on or off value.
+    registry.add("OneHot", convert_one_hot_stacked_values, inputs="*US*")
+    registry.add("OneHot", convert_one_hot_stacked_values, inputs="*UUS")
     registry.add("Range", decline_range)

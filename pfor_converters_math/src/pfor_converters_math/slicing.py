@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, shapes
+from pfor_core.extend import Decline, Invariant, Stacked, shapes
 from pfor_converters_math.shape_ops import (axis_checked, prepend, proven_shape,
                                             shift_axis, shifted_axis_input, static_value)
 
@@ -74,56 +74,93 @@ def _rows_of_loop_index(ctx, params, index):
     return params[begin:end]
 
 
-def convert_gather(ctx):
+def _gather_axis(ctx):
+    """Gather's (axis, batch_dims): the axis invariant, static and normalized."""
     params, indices, axis_value = ctx.inputs
     axis = _static_int(axis_value, ctx, "axis")
     if axis is None:
-        return ctx.decline("axis must be invariant and static")
+        raise Decline("axis must be invariant and static")
     if params.shape.rank is not None:
         axis = shapes.normalize_axis(axis, params.shape.rank)
     batch_dims = ctx.attr("batch_dims")
     if batch_dims < 0:
         if indices.shape.rank is None:
-            return ctx.decline("negative batch_dims with indices of unknown rank")
+            raise Decline("negative batch_dims with indices of unknown rank")
         batch_dims += indices.shape.rank
-    if not params.is_stacked and batch_dims == 0:
-        if axis == 0 and ctx.is_loop_index(indices):
-            return Stacked(tensor=_rows_of_loop_index(ctx, params.tensor, indices.tensor))
-        out = tf.gather(params.tensor, indices.tensor, axis=axis)
-        # The iteration axis of the indices sits at the (normalized) gather axis.
-        return Stacked(tensor=_move_first_dynamic(out, axis, params.tensor))
+    return axis, batch_dims
+
+
+def _gather_batched(ctx, axis, batch_dims):
+    """Both operands stacked: the iteration axis is one more batch dimension."""
     # Negative axes count from the end, so only non-negative ones move; one out of
     # range for an iteration's params must not reach the iteration axis.
-    params_t = axis_checked(ctx, axis, shapes.rank_of(params), ctx.stacked(0))
-    if params.is_stacked and not indices.is_stacked and batch_dims == 0:
-        return Stacked(tensor=tf.gather(params_t, indices.tensor, axis=shift_axis(axis)))
+    params_t = axis_checked(ctx, axis, shapes.rank_of(ctx.inputs[0]), ctx.stacked(0))
     return Stacked(tensor=tf.gather(params_t, ctx.stacked(1), axis=shift_axis(axis),
                                     batch_dims=batch_dims + 1))
 
 
-def convert_gather_nd(ctx):
+def convert_gather_invariant_params(ctx):
+    """Stacked indices into invariant params: the loop index picking rows is a slice;
+    other indices gather once, with the iteration axis moved to the front."""
+    params, indices, _ = ctx.inputs
+    axis, batch_dims = _gather_axis(ctx)
+    if batch_dims:
+        return _gather_batched(ctx, axis, batch_dims)
+    if axis == 0 and ctx.is_loop_index(indices):
+        return Stacked(tensor=_rows_of_loop_index(ctx, params.tensor, indices.tensor))
+    out = tf.gather(params.tensor, indices.tensor, axis=axis)
+    # The iteration axis of the indices sits at the (normalized) gather axis.
+    return Stacked(tensor=_move_first_dynamic(out, axis, params.tensor))
+
+
+def convert_gather_stacked_params(ctx):
+    """Stacked params, invariant indices: one gather on the axis shifted past the
+    iteration axis (negative axes count from the end, so only non-negative ones move)."""
+    params, indices, _ = ctx.inputs
+    axis, batch_dims = _gather_axis(ctx)
+    if batch_dims:
+        return _gather_batched(ctx, axis, batch_dims)
+    params_t = axis_checked(ctx, axis, shapes.rank_of(params), params.tensor)
+    return Stacked(tensor=tf.gather(params_t, indices.tensor, axis=shift_axis(axis)))
+
+
+def convert_gather_stacked_stacked(ctx):
+    """Both stacked: a batched gather."""
+    return _gather_batched(ctx, *_gather_axis(ctx))
+
+
+def convert_gather_nd_invariant_params(ctx):
+    """Stacked index tuples into invariant params: one GatherNd as it is."""
     params, indices = ctx.inputs
-    if not params.is_stacked:
-        return Stacked(tensor=ctx.emit(params.tensor, indices.tensor)[0])
+    return ctx.emit_stacked(params.tensor, indices.tensor)
+
+
+def convert_gather_nd_stacked_params(ctx):
+    """Stacked params: index tuples ``[n, ..., k]`` become ``[n, ..., 1 + k]`` with the
+    iteration number first (invariant ones tiled: they are small)."""
+    params, indices = ctx.inputs
     if indices.shape.rank is None:
-        return ctx.decline("indices rank unknown")
-    # Index tuples [n, ..., k] become [n, ..., 1 + k] with the iteration number first.
+        raise Decline("indices rank unknown")
     tuples = ctx.stacked(1)
     dims = ctx.dims(tuples)
     rows = tf.range(dims[0], dtype=indices.dtype)
     rows = shapes.reshape(rows, dims[:1] + [1] * indices.shape.rank)
     rows = tf.broadcast_to(rows, shapes.shape_tensor(dims[:-1] + [1]))
-    return Stacked(tensor=ctx.emit(params.tensor, tf.concat([rows, tuples], -1))[0])
+    return ctx.emit_stacked(params.tensor, tf.concat([rows, tuples], -1))
 
 
 # -- Slice ------------------------------------------------------------------------------
 def convert_slice(ctx):
+    """Invariant begin and size: a full slice of the iteration axis in front."""
     x, begin, size = ctx.inputs
-    if not begin.is_stacked:
-        return Stacked(tensor=ctx.emit(x.tensor, prepend(begin, 0), prepend(size, -1))[0])
+    return ctx.emit_stacked(x.tensor, prepend(begin, 0), prepend(size, -1))
+
+
+def convert_slice_stacked_begin(ctx):
+    """A stacked begin with sizes the body knows statically: batched gathers."""
     sizes = proven_shape(ctx)  # static, so no size is -1
     if sizes is None:
-        return ctx.decline("a stacked start needs static sizes")
+        raise Decline("a stacked start needs static sizes")
     return _slice_by_gather(ctx, sizes)
 
 
@@ -177,14 +214,18 @@ def _prepend_tensor(tensor, first):
 
 
 def convert_strided_slice(ctx):
+    """Invariant bounds: a full slice of the iteration axis in front, masks shifted."""
     x, begin, end, strides = ctx.inputs
     masks = {k: ctx.attr(k) for k in _MASKS}
-    if not (begin.is_stacked or end.is_stacked):
-        return Stacked(tensor=_strided(ctx, x.tensor, True, begin.tensor, end.tensor,
-                                       strides.tensor, masks))
-    plan = _plan_stacked_bounds(ctx, masks)
+    return Stacked(tensor=_strided(ctx, x.tensor, True, begin.tensor, end.tensor,
+                                   strides.tensor, masks))
+
+
+def convert_strided_slice_stacked_bounds(ctx):
+    """A stacked bound: single indices on shrunk axes become batched gathers."""
+    plan = _plan_stacked_bounds(ctx, {k: ctx.attr(k) for k in _MASKS})
     if isinstance(plan, str):
-        return ctx.decline(plan)
+        raise Decline(plan)
     return _strided_slice_by_gather(ctx, plan)
 
 
@@ -207,11 +248,11 @@ def convert_strided_slice_grad(ctx):
     shifted = {k: v << 1 for k, v in masks.items()}
     shifted["begin_mask"] |= 1
     shifted["end_mask"] |= 1
-    n = tf.cast(ctx.n_static if ctx.n_static is not None else ctx.n, shape.dtype)
+    n = tf.cast(ctx.n_dim, shape.dtype)
     whole = tf.concat([tf.reshape(n, [1]), shape.tensor], 0)
     bounds = (_prepend_tensor(t, v) for t, v in
               ((begin.tensor, 0), (end.tensor, 0), (strides.tensor, 1)))
-    return Stacked(tensor=ctx.emit(whole, *bounds, ctx.inputs[4].tensor, attrs=shifted)[0])
+    return ctx.emit_stacked(whole, *bounds, ctx.inputs[4].tensor, attrs=shifted)
 
 
 def _plan_stacked_bounds(ctx, masks):
@@ -328,20 +369,28 @@ def convert_pad(ctx):
 
 def convert_reverse(ctx):
     x, axis = ctx.inputs
-    return Stacked(tensor=ctx.emit(x.tensor, shifted_axis_input(axis, ctx, shapes.rank_of(x)))[0])
+    return ctx.emit_stacked(x.tensor, shifted_axis_input(axis, ctx, shapes.rank_of(x)))
 
 
 def convert_roll(ctx):
     x, shift, axis = ctx.inputs
     axis_t = shifted_axis_input(axis, ctx, shapes.rank_of(x))
-    return Stacked(tensor=ctx.emit(x.tensor, shift.tensor, axis_t)[0])
+    return ctx.emit_stacked(x.tensor, shift.tensor, axis_t)
 
 
 def register(registry):
-    registry.add("GatherV2", convert_gather, inputs="**U")
-    registry.add("GatherNd", convert_gather_nd, inputs="**")
-    registry.add("Slice", convert_slice, inputs="**U")
-    registry.add("StridedSlice", convert_strided_slice, inputs="***U")
+    """Add this family's converters to the pack's registrar: one per input pattern."""
+    registry.add("GatherV2", convert_gather_invariant_params, inputs="USU")
+    registry.add("GatherV2", convert_gather_stacked_params, inputs="SUU")
+    registry.add("GatherV2", convert_gather_stacked_stacked, inputs="SSU")
+    registry.add("GatherNd", convert_gather_nd_invariant_params, inputs="US")
+    registry.add("GatherNd", convert_gather_nd_stacked_params, inputs="S*")
+    registry.add("Slice", convert_slice, inputs="SUU")
+    registry.add("Slice", convert_slice_stacked_begin, inputs="*SU")
+    registry.add("StridedSlice", convert_strided_slice, inputs="SUUU")
+    # A stacked begin, or a stacked end with an invariant begin.
+    registry.add("StridedSlice", convert_strided_slice_stacked_bounds, inputs="*S*U")
+    registry.add("StridedSlice", convert_strided_slice_stacked_bounds, inputs="*USU")
     registry.add("StridedSliceGrad", convert_strided_slice_grad, inputs="UUUUS")
     registry.add(["Pad", "MirrorPad"], convert_pad, inputs="SU")
     registry.add("PadV2", convert_pad, inputs="SUU")

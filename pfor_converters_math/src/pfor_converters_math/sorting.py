@@ -12,27 +12,35 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Decline, Stacked, shapes
 
 
 def convert_last_axis(ctx):
     """Ops acting on the last axis with an invariant size argument (k, n)."""
-    return [Stacked(tensor=t) for t in ctx.emit(*[v.tensor for v in ctx.inputs])]
+    return ctx.emit_stacked(*[v.tensor for v in ctx.inputs])
+
+
+def _rank_two(ctx):
+    sorted_inputs, values = ctx.inputs
+    if sorted_inputs.shape.rank != 2 or values.shape.rank != 2:
+        raise Decline("LowerBound/UpperBound operands must have rank 2")
+    return sorted_inputs, values
 
 
 def convert_bound(ctx):
-    sorted_inputs, values = ctx.inputs
-    if sorted_inputs.shape.rank != 2 or values.shape.rank != 2:
-        return ctx.decline("LowerBound/UpperBound operands must have rank 2")
-    if ctx.pattern == "US":
-        return Stacked(tensor=_bound_invariant_sorted(ctx, sorted_inputs.tensor,
-                                                      values.tensor))
-    # Stacked sorted rows: each iteration's rows join the batch; invariant values are
-    # tiled (they are needed once per iteration's rows).
+    """Stacked sorted rows: each iteration's rows join the batch; invariant values are
+    tiled (they are needed once per iteration's rows)."""
+    sorted_inputs, _ = _rank_two(ctx)
     vals = ctx.stacked(1)
     out = ctx.emit(shapes.merge_leading(sorted_inputs.tensor, n=ctx.n),
                    shapes.merge_leading(vals, n=ctx.n))[0]
     return Stacked(tensor=shapes.reshape(out, ctx.dims(vals)))
+
+
+def convert_bound_invariant_sorted(ctx):
+    """Invariant sorted rows, stacked values: the values side by side as columns."""
+    sorted_inputs, values = _rank_two(ctx)
+    return Stacked(tensor=_bound_invariant_sorted(ctx, sorted_inputs.tensor, values.tensor))
 
 
 def _bound_invariant_sorted(ctx, sorted_rows, values):
@@ -50,4 +58,5 @@ def _bound_invariant_sorted(ctx, sorted_rows, values):
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add(["TopKV2", "NthElement"], convert_last_axis, inputs="SU")
-    registry.add(["LowerBound", "UpperBound"], convert_bound, inputs="**")
+    registry.add(["LowerBound", "UpperBound"], convert_bound, inputs="S*")
+    registry.add(["LowerBound", "UpperBound"], convert_bound_invariant_sorted, inputs="US")

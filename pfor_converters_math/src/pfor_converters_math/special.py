@@ -2,9 +2,9 @@
 Spence's function, and the derivative of the incomplete gamma function in ``a``.
 
 All are elementwise, so nothing here is new: the unary ones run as they are on the
-stacked tensor (``patterns.elementwise``) and IgammaGradA, whose kernel broadcasts like
+stacked tensor (``extend.elementwise``) and IgammaGradA, whose kernel broadcasts like
 Igamma's, lines up a lower-rank stacked operand with size-1 axes and leaves an
-invariant one untiled (``patterns.broadcasting``). BesselI0e and BesselI1e are older
+invariant one untiled (``extend.broadcasting``). BesselI0e and BesselI1e are older
 and live with the elementwise family. Dawsn is deliberately not registered: the example
 third-party pack (examples/pfor_converters_example) converts it, and its tests rely on no
 first-party pack doing so.
@@ -12,7 +12,7 @@ first-party pack doing so.
 
 from __future__ import annotations
 
-from pfor_core import patterns
+from pfor_core.extend import broadcasting, elementwise
 
 UNARY = (
     "BesselI0", "BesselI1", "BesselJ0", "BesselJ1", "BesselK0", "BesselK0e", "BesselK1",
@@ -24,5 +24,5 @@ BINARY = ("IgammaGradA",)
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add(UNARY, patterns.elementwise, inputs="S")
-    registry.add(BINARY, patterns.broadcasting, inputs="**")
+    registry.add(UNARY, elementwise, inputs="S")
+    registry.add(BINARY, broadcasting, inputs="**")

@@ -1,3 +1,5 @@
-"""pfor converter pack for nn ops (no converters yet: see the pack's issue)."""
+"""pfor converter pack for tf.nn ops and their gradients: activations, bias, losses,
+convolutions (also grouped and depthwise), pooling, normalization, image ops and
+space/batch moves."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

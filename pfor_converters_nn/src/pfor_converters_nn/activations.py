@@ -12,7 +12,7 @@ the stacked shape first (the kernel leaves no cheaper choice).
 
 from __future__ import annotations
 
-from pfor_core import Stacked
+from pfor_core.extend import Stacked
 from pfor_converters_nn.unfolded import before_unfold
 
 ACTIVATIONS = ["Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Softplus", "Softsign"]
@@ -35,14 +35,14 @@ def convert_last_axis(ctx):
     """Softmax-like ops: the last axis of each iteration is the stacked tensor's last."""
     if ctx.inputs[0].shape.rank == 0:
         return ctx.decline("a scalar has no axis to normalize")
-    return [Stacked(tensor=t) for t in ctx.emit(ctx.inputs[0].tensor)]
+    return ctx.emit_stacked(ctx.inputs[0].tensor)
 
 
 def convert_equal_shapes(ctx):
     """Binary gradient ops of equal-shape operands: tile an invariant one (the kernel
     does not broadcast)."""
     tensors = [ctx.stacked(k) for k in range(len(ctx.inputs))]
-    return [Stacked(tensor=t) for t in ctx.emit(*tensors)]
+    return ctx.emit_stacked(*tensors)
 
 
 def register(registry):

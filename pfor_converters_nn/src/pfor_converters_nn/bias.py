@@ -15,11 +15,18 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 from pfor_converters_nn.unfolded import before_unfold
 
 
+def _channels_first(ctx) -> bool:
+    return ctx.attr("data_format") in (b"NCHW", "NCHW")
+
+
 def convert_bias_add(ctx):
+    """Stacked value, invariant bias: one BiasAdd (channels-last; before an unfolding
+    reshape, see unfolded.py), or an add of the bias moved to the channel axis; a
+    stacked bias is lined up with the channel axis and added with broadcasting."""
     value, bias = ctx.inputs
     rank = shapes.rank_of(value)  # an int, or a scalar tensor for an unknown rank
     channels_first = ctx.attr("data_format") in (b"NCHW", "NCHW")
@@ -77,6 +84,13 @@ def _checked(ctx, value, bias, rank, channels_first):
                      "channels as biases", tensor=tensor)
 
 
+def convert_bias_add_stacked_bias(ctx):
+    """A stacked bias lines up with the value's channel axis by size-1 axes and adds
+    with broadcasting (an invariant value is tiled: the result has that size anyway);
+    the same checked path as ``convert_bias_add``."""
+    return convert_bias_add(ctx)
+
+
 def convert_bias_add_grad(ctx):
     (grad,) = ctx.inputs
     rank = grad.shape.rank
@@ -89,5 +103,6 @@ def convert_bias_add_grad(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add("BiasAdd", convert_bias_add, inputs="**")
+    registry.add("BiasAdd", convert_bias_add, inputs="SU")
+    registry.add("BiasAdd", convert_bias_add_stacked_bias, inputs="*S")
     registry.add("BiasAddGrad", convert_bias_add_grad, inputs="S")

@@ -33,15 +33,11 @@ import os
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 
 
 def channels_last(ctx) -> bool:
     return ctx.attr("data_format") in (b"NHWC", b"NDHWC", "NHWC", "NDHWC")
-
-
-def n_of(ctx):
-    return ctx.n_static if ctx.n_static is not None else ctx.n
 
 
 def _move(t, src, dst):
@@ -54,7 +50,7 @@ def to_channels(ctx, value) -> tf.Tensor:
     """[n, b, ..., c] (or an invariant [b, ..., c], tiled) -> [b, ..., n*c], n-major."""
     if not value.is_stacked:
         t = value.tensor
-        return tf.tile(t, [1] * (t.shape.rank - 1) + [n_of(ctx)])
+        return tf.tile(t, [1] * (t.shape.rank - 1) + [ctx.n_dim])
     d = ctx.dims(value)
     moved = _move(value.tensor, 0, len(d) - 2)
     return shapes.reshape(moved, d[1:-1] + [shapes.product([d[0], d[-1]])])
@@ -63,7 +59,7 @@ def to_channels(ctx, value) -> tf.Tensor:
 def from_channels(ctx, t, c) -> tf.Tensor:
     """[b, ..., n*c] -> [n, b, ..., c]."""
     d = shapes.dims(t)
-    split = shapes.reshape(t, d[:-1] + [n_of(ctx), c])
+    split = shapes.reshape(t, d[:-1] + [ctx.n_dim, c])
     return _move(split, split.shape.rank - 2, 0)
 
 
@@ -97,9 +93,9 @@ def split_last(ctx, t, groups, c) -> tf.Tensor:
     if isinstance(groups, int) and groups == 1:
         return from_channels(ctx, t, c)
     d = shapes.dims(t)
-    split = shapes.reshape(t, d[:-1] + [groups, n_of(ctx), c])
+    split = shapes.reshape(t, d[:-1] + [groups, ctx.n_dim, c])
     moved = _move(split, split.shape.rank - 2, 0)                # [n, ..., G, c]
-    return shapes.reshape(moved, [n_of(ctx)] + d[:-1] + [shapes.product([groups, c])])
+    return shapes.reshape(moved, [ctx.n_dim] + d[:-1] + [shapes.product([groups, c])])
 
 
 def filter_out(ctx, f) -> tf.Tensor:
@@ -119,14 +115,14 @@ def filter_in(ctx, f) -> tf.Tensor:
 def unfilter_out(ctx, t, cout) -> tf.Tensor:
     """[k..., cin, n*cout] -> [n, k..., cin, cout]."""
     d = shapes.dims(t)
-    split = shapes.reshape(t, d[:-1] + [n_of(ctx), cout])
+    split = shapes.reshape(t, d[:-1] + [ctx.n_dim, cout])
     return _move(split, split.shape.rank - 2, 0)
 
 
 def unfilter_in(ctx, t, cin) -> tf.Tensor:
     """[k..., n*cin, cout] -> [n, k..., cin, cout]."""
     d = shapes.dims(t)
-    split = shapes.reshape(t, d[:-2] + [n_of(ctx), cin, d[-1]])
+    split = shapes.reshape(t, d[:-2] + [ctx.n_dim, cin, d[-1]])
     return _move(split, split.shape.rank - 3, 0)
 
 
@@ -150,7 +146,7 @@ def block_diagonal(ctx, f, groups=1) -> tf.Tensor:
 def diagonal_blocks(ctx, t, cin, cout, groups=1) -> tf.Tensor:
     """[k..., n*G*cin, n*G*cout] -> [n, k..., cin, G*cout]: the diagonal blocks."""
     d = shapes.dims(t)
-    n = n_of(ctx)
+    n = ctx.n_dim
     grouped_ = not (isinstance(groups, int) and groups == 1)
     blocks = shapes.product([n, groups]) if grouped_ else n
     r = len(d) - 2
@@ -225,7 +221,7 @@ def unfold(ctx, t, batch) -> tf.Tensor:
     static = ctx.output_shapes[0].as_list()
     d = shapes.dims(t)
     rest = [s if s is not None else d[k + 1] for k, s in enumerate(static[1:])]
-    return shapes.reshape(t, [n_of(ctx), batch] + rest)
+    return shapes.reshape(t, [ctx.n_dim, batch] + rest)
 
 
 def batch_of(ctx, k):

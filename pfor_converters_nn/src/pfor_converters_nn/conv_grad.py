@@ -26,7 +26,7 @@ import functools
 
 import tensorflow as tf
 
-from pfor_core import Stacked
+from pfor_core.extend import Stacked
 
 from pfor_converters_nn import conv
 
@@ -61,62 +61,113 @@ def size_entry(ctx, sizes, k):
     return int(value[k]) if value is not None else sizes[k]
 
 
-@_checked
-def convert_backprop_input_stacked_filter(ctx):
+def _input_grad(ctx, compute_plain):
+    """Backprop-input with a stacked filter: depthwise kernels join n to the channels of
+    every operand; others run ``compute_plain(wide_sizes, cin, groups)``."""
     sizes, f, dy = ctx.inputs
     cin = size_entry(ctx, sizes.tensor, -1)
     wide_sizes = conv.scale_entries(ctx, sizes.tensor, [-1])
-    depthwise = ctx.op_type == "DepthwiseConv2dNativeBackpropInput"
-    groups = 1 if depthwise else conv.groups_of(cin, ctx.dims(f)[-2])
-
-    def compute():
-        if depthwise:
+    if ctx.op_type == "DepthwiseConv2dNativeBackpropInput":
+        def compute():
             out = ctx.emit(wide_sizes, conv.filter_in(ctx, f), conv.to_channels(ctx, dy))[0]
-        elif not dy.is_stacked:
-            # Input channels come out [G][n][cin / G]: n sits inside each group.
-            out = ctx.emit(wide_sizes, conv.filter_in(ctx, f), dy.tensor)[0]
-            return conv.split_last(ctx, out, groups, cin // groups)
-        elif conv.grouped(ctx):
+            return conv.from_channels(ctx, out, cin)
+    else:
+        groups = conv.groups_of(cin, ctx.dims(f)[-2])
+        compute = lambda: compute_plain(wide_sizes, cin, groups)  # noqa: E731
+    return Stacked(tensor=conv.nonempty(ctx, compute))
+
+
+@_checked
+def convert_backprop_input_stacked_filter(ctx):
+    """Stacked filter, invariant out_backprop: the filters stacked along the input
+    channels; the input channels come out [G][n][cin / G] (n inside each group)."""
+    _, f, dy = ctx.inputs
+
+    def compute(wide_sizes, cin, groups):
+        out = ctx.emit(wide_sizes, conv.filter_in(ctx, f), dy.tensor)[0]
+        return conv.split_last(ctx, out, groups, cin // groups)
+
+    return _input_grad(ctx, compute)
+
+
+@_checked
+def convert_backprop_input_stacked_both(ctx):
+    """Stacked filter and out_backprop: grouped (2-D) or block-diagonal (3-D, EXPLICIT
+    padding), n in the channels."""
+    _, f, dy = ctx.inputs
+
+    def compute(wide_sizes, cin, groups):
+        if conv.grouped(ctx):
             out = ctx.emit(wide_sizes, conv.filter_out(ctx, f), conv.to_channels(ctx, dy))[0]
         else:
             out = ctx.emit(wide_sizes, conv.block_diagonal(ctx, f, groups),
                            conv.to_channels(ctx, dy))[0]
         return conv.from_channels(ctx, out, cin)
 
+    return _input_grad(ctx, compute)
+
+
+def _filter_grad(ctx, compute_plain):
+    """Backprop-filter: depthwise kernels join n to the channels of every operand;
+    others run ``compute_plain(sizes, cin, cout, groups)``."""
+    x, sizes, dy = ctx.inputs
+    cin = size_entry(ctx, sizes.tensor, -2)
+    if ctx.op_type == "DepthwiseConv2dNativeBackpropFilter":
+        def compute():
+            wide = conv.scale_entries(ctx, sizes.tensor, [-2])
+            out = ctx.emit(conv.to_channels(ctx, x), wide, conv.to_channels(ctx, dy))[0]
+            return conv.unfilter_in(ctx, out, cin)
+    else:
+        cout = conv.channels_of(ctx, dy)
+        groups = conv.groups_of(conv.channels_of(ctx, x), cin)
+        compute = lambda: compute_plain(sizes.tensor, cin, cout, groups)  # noqa: E731
     return Stacked(tensor=conv.nonempty(ctx, compute))
 
 
 @_checked
-def convert_backprop_filter(ctx):
-    x, sizes, dy = ctx.inputs
-    cin = size_entry(ctx, sizes.tensor, -2)
-    cout = conv.channels_of(ctx, dy)
-    depthwise = ctx.op_type == "DepthwiseConv2dNativeBackpropFilter"
-    groups = 1 if depthwise else conv.groups_of(conv.channels_of(ctx, x), cin)
+def convert_backprop_filter_stacked_input(ctx):
+    """Stacked input, invariant out_backprop: n joins the input's channels inside each
+    group; one plain kernel gives [k..., n*cin, cout]."""
+    x, _, dy = ctx.inputs
 
-    def compute():
-        if depthwise:
-            wide = conv.scale_entries(ctx, sizes.tensor, [-2])
-            out = ctx.emit(conv.to_channels(ctx, x), wide, conv.to_channels(ctx, dy))[0]
-            return conv.unfilter_in(ctx, out, cin)
-        if not dy.is_stacked:
-            wide = conv.scale_entries(ctx, sizes.tensor, [-2])
-            out = ctx.emit(conv.join_last(ctx, x.tensor, groups), wide, dy.tensor)[0]
-            return conv.unfilter_in(ctx, out, cin)
-        if not x.is_stacked:
-            wide = conv.scale_entries(ctx, sizes.tensor, [-1])
-            out = ctx.emit(x.tensor, wide, conv.join_last(ctx, dy.tensor, groups))[0]
-            return conv.split_last(ctx, out, groups, cout // groups)
+    def compute(sizes, cin, cout, groups):
+        wide = conv.scale_entries(ctx, sizes, [-2])
+        out = ctx.emit(conv.join_last(ctx, x.tensor, groups), wide, dy.tensor)[0]
+        return conv.unfilter_in(ctx, out, cin)
+
+    return _filter_grad(ctx, compute)
+
+
+@_checked
+def convert_backprop_filter_stacked_grad(ctx):
+    """Invariant input, stacked out_backprop: n joins the gradient's channels inside
+    each group; one plain kernel gives [k..., cin, n*cout]."""
+    x, _, dy = ctx.inputs
+
+    def compute(sizes, cin, cout, groups):
+        wide = conv.scale_entries(ctx, sizes, [-1])
+        out = ctx.emit(x.tensor, wide, conv.join_last(ctx, dy.tensor, groups))[0]
+        return conv.split_last(ctx, out, groups, cout // groups)
+
+    return _filter_grad(ctx, compute)
+
+
+@_checked
+def convert_backprop_filter_stacked_both(ctx):
+    """Both stacked, the per-example gradient: a grouped kernel with n groups (2-D), or
+    the full cross gradient of the n*G (iteration, group) blocks, diagonal kept."""
+    x, _, dy = ctx.inputs
+
+    def compute(sizes, cin, cout, groups):
         if conv.grouped(ctx):
-            wide = conv.scale_entries(ctx, sizes.tensor, [-1])
+            wide = conv.scale_entries(ctx, sizes, [-1])
             out = ctx.emit(conv.to_channels(ctx, x), wide, conv.to_channels(ctx, dy))[0]
             return conv.unfilter_out(ctx, out, cout)
-        # The full cross gradient of the n*G (iteration, group) blocks; keep its diagonal.
-        wide = conv.scale_entries(ctx, sizes.tensor, [-2, -1], factors=[groups, 1])
+        wide = conv.scale_entries(ctx, sizes, [-2, -1], factors=[groups, 1])
         out = ctx.emit(conv.to_channels(ctx, x), wide, conv.to_channels(ctx, dy))[0]
         return conv.diagonal_blocks(ctx, out, cin, cout // groups, groups)
 
-    return Stacked(tensor=conv.nonempty(ctx, compute))
+    return _filter_grad(ctx, compute)
 
 
 def register(registry):
@@ -125,6 +176,8 @@ def register(registry):
     filters = ["Conv2DBackpropFilter", "Conv3DBackpropFilterV2",
                "DepthwiseConv2dNativeBackpropFilter"]
     registry.add(inputs, convert_backprop_input_folded, inputs="UUS")
-    registry.add(inputs, convert_backprop_input_stacked_filter, inputs="US*")
-    registry.add(filters, convert_backprop_filter, inputs="SU*")
-    registry.add(filters, convert_backprop_filter, inputs="UUS")
+    registry.add(inputs, convert_backprop_input_stacked_filter, inputs="USU")
+    registry.add(inputs, convert_backprop_input_stacked_both, inputs="USS")
+    registry.add(filters, convert_backprop_filter_stacked_input, inputs="SUU")
+    registry.add(filters, convert_backprop_filter_stacked_grad, inputs="UUS")
+    registry.add(filters, convert_backprop_filter_stacked_both, inputs="SUS")

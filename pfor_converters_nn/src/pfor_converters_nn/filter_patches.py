@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 
 # Up to this many kernel taps the patches pay without XLA too (measured on the MNIST
 # model's 5x5 kernels); under XLA they always do.

@@ -6,7 +6,7 @@ The resize kernels (ResizeBilinear, ResizeNearestNeighbor, ResizeBicubic, Resize
 ScaleAndTranslate) treat the images of a batch independently: stacked images
 [n, b, h, w, c] become [n*b, h, w, c], one op runs, the result splits back. The target
 size, scale and translation must be loop-invariant (a stacked size would give each
-iteration its own output shape): those decline.
+iteration its own output shape): no converter takes those (the fallback loop does).
 
 The gradient kernels ResizeBilinearGrad, ResizeBicubicGrad and ScaleAndTranslateGrad
 read only the shape of their ``original_image`` input, but their shape functions take
@@ -29,14 +29,14 @@ DepthToSpace / SpaceToDepth move pixels within each image: fold n into the batch
 
 InTopK/InTopKV2 score each row of the batch alone: predictions [n, b, c] and targets
 [n, b] fold into [n*b, c] and [n*b]; an invariant one of them is broadcast (each row
-needs its pair). A stacked k (InTopKV2) declines.
+needs its pair). A stacked k (InTopKV2) has no converter.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, shapes
+from pfor_core.extend import Decline, Invariant, Stacked, shapes
 from pfor_converters_nn import pooling
 
 
@@ -50,56 +50,48 @@ def _unfold(ctx, tensor: tf.Tensor, k: int) -> Stacked:
     return Stacked(tensor=pooling.unfold(ctx, tensor, pooling.batch_of(ctx, k)))
 
 
-def _declines_stacked_params(ctx, first: int):
-    """A decline if any input from ``first`` on (sizes, scales, k) is stacked."""
-    stacked = [k for k, v in enumerate(ctx.inputs) if k >= first and v.is_stacked]
-    if stacked:
-        return ctx.decline(f"input {stacked[0]} (size, scale or k) must be loop-invariant: "
-                           "a stacked one gives iterations different output shapes")
-    return None
-
-
 def convert_resize(ctx):
     """Resize ops (images, size[, scale, translation]): fold n into the batch."""
-    declined = _declines_stacked_params(ctx, 1)
-    if declined is not None:
-        return declined
     out = ctx.emit(_fold(ctx, 0), *[v.tensor for v in ctx.inputs[1:]])[0]
     return _unfold(ctx, out, 0)
 
 
 def convert_resize_grad(ctx):
-    """(grads, original_image[, scale, translation]) gradient kernels."""
-    declined = _declines_stacked_params(ctx, 2)
-    if declined is not None:
-        return declined
-    grads, original = ctx.inputs[:2]
+    """Stacked gradients of a (grads, original_image[, scale, translation]) kernel:
+    fold n into the batch of both (an invariant original image is broadcast)."""
     rest = [v.tensor for v in ctx.inputs[2:]]
-    if not grads.is_stacked:
-        # Same gradients and (per-iteration) shape in every iteration: one result.
-        zeros = tf.zeros(shapes.shape_tensor(ctx.dims(original)[1:]), original.dtype)
-        return Invariant(tensor=ctx.emit(grads.tensor, zeros, *rest)[0])
     out = ctx.emit(_fold(ctx, 0), _fold(ctx, 1), *rest)[0]
     return _unfold(ctx, out, 0)
 
 
+def convert_resize_grad_invariant_grads(ctx):
+    """Invariant gradients, stacked original image: the same gradients and
+    per-iteration shape in every iteration, so one result, computed once."""
+    grads, original = ctx.inputs[:2]
+    rest = [v.tensor for v in ctx.inputs[2:]]
+    zeros = tf.zeros(shapes.shape_tensor(ctx.dims(original)[1:]), original.dtype)
+    return Invariant(tensor=ctx.emit(grads.tensor, zeros, *rest)[0])
+
+
 def convert_resize_nearest_grad(ctx):
     """ResizeNearestNeighborGrad(grads, size): fold the gradients."""
-    declined = _declines_stacked_params(ctx, 1)
-    if declined is not None:
-        return declined
     out = ctx.emit(_fold(ctx, 0), ctx.inputs[1].tensor)[0]
     return _unfold(ctx, out, 0)
 
 
 def convert_adjust_color(ctx):
-    """AdjustContrastv2 / AdjustHue / AdjustSaturation(images, factor)."""
+    """AdjustContrastv2 / AdjustHue / AdjustSaturation of stacked images with an
+    invariant factor: the op as it is (it takes any leading dimensions)."""
+    images, factor = ctx.inputs
+    return ctx.emit_stacked(images.tensor, factor.tensor)
+
+
+def convert_adjust_color_stacked_factor(ctx):
+    """A stacked factor has no kernel: the op's formula with the factor broadcast per
+    iteration (invariant images are broadcast: the result has that size anyway)."""
     images, factor = ctx.inputs
     if images.shape.rank is None:
-        return ctx.decline("the images' rank is unknown")
-    if not factor.is_stacked:
-        return Stacked(tensor=ctx.emit(images.tensor, factor.tensor)[0])
-    # Invariant images are broadcast: the result has that size anyway.
+        raise Decline("the images' rank is unknown")
     x = ctx.stacked(0)
     compute = tf.float32 if x.dtype in (tf.float16, tf.bfloat16) else x.dtype
     x = tf.cast(x, compute)
@@ -138,9 +130,6 @@ def convert_depth_space(ctx):
 
 def convert_in_top_k(ctx):
     """InTopK(predictions, targets) / InTopKV2(predictions, targets, k)."""
-    declined = _declines_stacked_params(ctx, 2)
-    if declined is not None:
-        return declined
     k = 0 if ctx.inputs[0].is_stacked else 1
     out = ctx.emit(_fold(ctx, 0), _fold(ctx, 1), *[v.tensor for v in ctx.inputs[2:]])[0]
     return _unfold(ctx, out, k)
@@ -152,12 +141,17 @@ RESIZE_GRAD = ["ResizeBilinearGrad", "ResizeBicubicGrad"]
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add(RESIZE, convert_resize, inputs="S*")
-    registry.add("ScaleAndTranslate", convert_resize, inputs="S***")
-    registry.add(RESIZE_GRAD, convert_resize_grad, inputs="**")
-    registry.add("ScaleAndTranslateGrad", convert_resize_grad, inputs="****")
-    registry.add("ResizeNearestNeighborGrad", convert_resize_nearest_grad, inputs="S*")
-    registry.add(list(ADJUST), convert_adjust_color, inputs="**")
+    # Sizes, scales, translations and k must be invariant: a stacked one would give the
+    # iterations different output shapes (the fallback loop takes those).
+    registry.add(RESIZE, convert_resize, inputs="SU")
+    registry.add("ScaleAndTranslate", convert_resize, inputs="SUUU")
+    registry.add(RESIZE_GRAD, convert_resize_grad, inputs="S*")
+    registry.add(RESIZE_GRAD, convert_resize_grad_invariant_grads, inputs="US")
+    registry.add("ScaleAndTranslateGrad", convert_resize_grad, inputs="S*UU")
+    registry.add("ScaleAndTranslateGrad", convert_resize_grad_invariant_grads, inputs="USUU")
+    registry.add("ResizeNearestNeighborGrad", convert_resize_nearest_grad, inputs="SU")
+    registry.add(list(ADJUST), convert_adjust_color, inputs="SU")
+    registry.add(list(ADJUST), convert_adjust_color_stacked_factor, inputs="*S")
     registry.add(["DepthToSpace", "SpaceToDepth"], convert_depth_space, inputs="S")
     registry.add("InTopK", convert_in_top_k, inputs="**")
-    registry.add("InTopKV2", convert_in_top_k, inputs="***")
+    registry.add("InTopKV2", convert_in_top_k, inputs="**U")

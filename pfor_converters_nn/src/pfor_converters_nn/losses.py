@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 
 
 def _common_shape(tensors):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, shapes
+from pfor_core.extend import Invariant, Stacked, shapes
 from pfor_converters_nn import pooling
 
 
@@ -43,7 +43,7 @@ def merge_into_channels(ctx, value, channel: int) -> tf.Tensor:
 def split_from_channels(ctx, tensor: tf.Tensor, channel: int, channels) -> tf.Tensor:
     """Undo ``merge_into_channels``: back to stacked [n, ...]."""
     d = shapes.dims(tensor)
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     x = shapes.reshape(tensor, d[:channel] + [n, channels] + d[channel + 1:])
     rank = len(d)
     perm = [channel] + list(range(channel)) + list(range(channel + 1, rank + 1))
@@ -54,12 +54,12 @@ def per_channel(ctx, value) -> tf.Tensor:
     """A per-channel vector as [n*c]: stacked [n, c] flattened, invariant [c] tiled."""
     if value.is_stacked:
         return shapes.reshape(value.tensor, [shapes.product(ctx.dims(value))])
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     return tf.tile(value.tensor, shapes.shape_tensor([n]))
 
 
 def split_vector(ctx, tensor: tf.Tensor, channels) -> Stacked:
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     return Stacked(tensor=shapes.reshape(tensor, [n, channels]))
 
 
@@ -76,8 +76,6 @@ def convert_fused_batch_norm(ctx):
     if rank is None:
         return ctx.decline("the input's rank is unknown")
     training = ctx.attr("is_training")
-    if not training and x.is_stacked and ctx.pattern[1:] == "UUUU":
-        return fold_inference(ctx)
     channel = channel_axis(ctx, rank)
     channels = channels_of(ctx, x, channel)
     stats = [mean, variance]
@@ -95,6 +93,14 @@ def convert_fused_batch_norm(ctx):
     # it is passed on as it is, to the gradient of this same merged-channel op.
     results += [Invariant(tensor=t) for t in out[5:]]
     return results
+
+
+def convert_fused_batch_norm_invariant_stats(ctx):
+    """Stacked input, invariant scale, offset and statistics: in inference mode one op
+    on the batch-folded input (no transposes); in training mode the general way."""
+    if ctx.attr("is_training") or ctx.inputs[0].shape.rank is None:
+        return convert_fused_batch_norm(ctx)
+    return fold_inference(ctx)
 
 
 def fold_inference(ctx):
@@ -128,8 +134,9 @@ def convert_fused_batch_norm_grad(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add(["FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"],
-                 convert_fused_batch_norm, inputs="*****")
+    forward = ["FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"]
+    registry.add(forward, convert_fused_batch_norm, inputs="*****")
+    registry.add(forward, convert_fused_batch_norm_invariant_stats, inputs="SUUUU")
     registry.add(["FusedBatchNormGrad", "FusedBatchNormGradV2"],
                  convert_fused_batch_norm_grad, inputs="*****")
     registry.add("FusedBatchNormGradV3", convert_fused_batch_norm_grad, inputs="******")

@@ -1,16 +1,16 @@
 """Entry point of the nn pack: declares the converter API and registers converters."""
 
-import pfor_core as pf
+from pfor_core.extend import hookimpl, op_types_of
 
 
-@pf.hookimpl
+@hookimpl
 def pfor_converter_api_version():
     return 1
 
 
-@pf.hookimpl
+@hookimpl
 def pfor_register_converters(registry):
-    """Register each op family's converters (more families: see the nn issue)."""
+    """Register each op family's converters."""
     from pfor_converters_nn import activations, bias, losses
     from pfor_converters_nn import normalization, pooling
     from pfor_converters_nn import conv, filter_patches, image, space_batch
@@ -24,3 +24,16 @@ def pfor_register_converters(registry):
     filter_patches.register(registry)
     image.register(registry)
     space_batch.register(registry)
+
+
+@hookimpl
+def pfor_library_modules():
+    """This pack's code: AutoGraph leaves it alone, pfor's messages skip its frames."""
+    return ["pfor_converters_nn"]
+
+
+@hookimpl
+def pfor_install_hints():
+    """Shown for this pack's op types when no loaded pack converts them (e.g. this one
+    is installed but was refused or disabled)."""
+    return dict.fromkeys(op_types_of(pfor_register_converters), "pip install -U pfor-converters-nn")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Stacked, shapes
 
 
 def fold(ctx, k: int) -> tf.Tensor:
@@ -28,7 +28,7 @@ def fold(ctx, k: int) -> tf.Tensor:
 def unfold(ctx, tensor: tf.Tensor, batch) -> tf.Tensor:
     """[n*b, ...] -> [n, b, ...]; ``batch`` is b, known from an input (so that n == 0
     keeps the per-iteration batch size instead of dividing by zero)."""
-    return shapes.reshape(tensor, [ctx.n_static if ctx.n_static is not None else ctx.n,
+    return shapes.reshape(tensor, [ctx.n_dim,
                                    batch] + shapes.dims(tensor)[1:])
 
 
@@ -108,7 +108,7 @@ def argmax_offsets(ctx, argmax_dtype) -> tf.Tensor | None:
     x = ctx.inputs[0]
     size = shapes.product(ctx.dims(x)[1:] if x.is_stacked else shapes.dims(x.tensor))
     rows = tf.range(tf.cast(ctx.n, argmax_dtype), dtype=argmax_dtype)
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     return shapes.reshape(rows * tf.cast(size, argmax_dtype), [n, 1, 1, 1, 1])
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Stacked, shapes
+from pfor_core.extend import Decline, Stacked, shapes
 from pfor_converters_nn import pooling
 
 
@@ -35,20 +35,18 @@ def _swap_leading(tensor: tf.Tensor, first, second, rest: list) -> tf.Tensor:
     return tf.transpose(split, perm)
 
 
-def _declined(ctx):
+def _require_convertible(ctx) -> None:
+    """Decline (raise) unless the parameters are invariant and the input's rank known."""
     if any(v.is_stacked for v in ctx.inputs[1:]):
-        return ctx.decline("block shape, paddings and crops must be loop-invariant")
+        raise Decline("block shape, paddings and crops must be loop-invariant")
     if ctx.inputs[0].shape.rank is None:
-        return ctx.decline("the input's rank is unknown")
-    return None
+        raise Decline("the input's rank is unknown")
 
 
 def convert_space_to_batch(ctx):
-    declined = _declined(ctx)
-    if declined is not None:
-        return declined
+    _require_convertible(ctx)
     blocks = _blocks(ctx)
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     batch = pooling.batch_of(ctx, 0)
     folded = shapes.merge_leading(ctx.inputs[0].tensor, 2, ctx.n)
     out = ctx.emit(folded, *[v.tensor for v in ctx.inputs[1:]])[0]
@@ -58,11 +56,9 @@ def convert_space_to_batch(ctx):
 
 
 def convert_batch_to_space(ctx):
-    declined = _declined(ctx)
-    if declined is not None:
-        return declined
+    _require_convertible(ctx)
     blocks = _blocks(ctx)
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     d = ctx.dims(ctx.inputs[0])  # [n, P*b, ...]
     batch = d[1] // blocks
     swapped = _swap_leading(ctx.inputs[0].tensor, n, blocks, [batch] + d[2:])  # [P, n, b, ...]

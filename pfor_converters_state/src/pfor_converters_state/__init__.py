@@ -1,3 +1,5 @@
-"""pfor converter pack for state ops (no converters yet: see the pack's issue)."""
+"""pfor converter pack for stateful ops: resource variables (reads, commutative updates,
+invariant writes), random ops (stateful, and stateless with per-iteration seeds, drawn
+exactly), print and assert."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -1,17 +1,30 @@
 """Entry point of the state pack: declares the converter API and registers converters."""
 
-import pfor_core as pf
+from pfor_core.extend import hookimpl, op_types_of
 
 
-@pf.hookimpl
+@hookimpl
 def pfor_converter_api_version():
     return 1
 
 
-@pf.hookimpl
+@hookimpl
 def pfor_register_converters(registry):
     from pfor_converters_state import printing, random_ops, variables
 
     variables.register(registry)
     random_ops.register(registry)
     printing.register(registry)
+
+
+@hookimpl
+def pfor_library_modules():
+    """This pack's code: AutoGraph leaves it alone, pfor's messages skip its frames."""
+    return ["pfor_converters_state"]
+
+
+@hookimpl
+def pfor_install_hints():
+    """Shown for this pack's op types when no loaded pack converts them (e.g. this one
+    is installed but was refused or disabled)."""
+    return dict.fromkeys(op_types_of(pfor_register_converters), "pip install -U pfor-converters-state")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant
+from pfor_core.extend import Invariant
 
 
 def _summarize(ctx):

@@ -38,8 +38,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, Stacked, shapes
-from pfor_core.errors import ConversionError
+from pfor_core.extend import ConversionError, Decline, Invariant, Stacked, shapes
 
 from pfor_converters_state import normal, philox
 
@@ -89,21 +88,26 @@ def _mode(ctx) -> str:
 
 def _prefixed_shape(ctx, shape: tf.Tensor) -> tf.Tensor:
     """``[n] + shape`` in the shape's dtype."""
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     return tf.concat([tf.reshape(tf.cast(n, shape.dtype), [1]), shape], 0)
 
 
 def _draw_stacked(ctx, shape: tf.Tensor, *rest) -> Stacked:
     out = ctx.emit(_prefixed_shape(ctx, shape), *rest)[0]
-    out.set_shape(tf.TensorShape([ctx.n_static]).concatenate(ctx.output_shapes[0]))
+    out.set_shape(ctx.stacked_shape(ctx.output_shapes[0]))
     return Stacked(tensor=out)
+
+
+def check_randomness(ctx):
+    """Tried first for every stateful random op, whatever its inputs: raises for
+    ``randomness="error"`` (and ``"same"`` across chunks), then declines, so that the op
+    goes to the converter for its input pattern or, without one, to the fallback loop."""
+    return ctx.decline(f"randomness={_mode(ctx)!r} allows this draw")
 
 
 def convert_shaped(ctx):
     """RandomUniform & co: shape invariant, scalar parameters invariant."""
     mode = _mode(ctx)
-    if any(v.is_stacked for v in ctx.inputs):
-        return ctx.decline("a per-iteration shape or parameter (minval/maxval)")
     tensors = [v.tensor for v in ctx.inputs]
     if mode == "same":
         return Invariant(tensor=ctx.emit(*tensors)[0])
@@ -111,40 +115,43 @@ def convert_shaped(ctx):
 
 
 def convert_parametrized(ctx):
-    """RandomGamma / RandomPoisson: output ``shape + param.shape``; a stacked param
-    ``[n] + p`` gives ``shape + [n] + p``, moved to ``[n] + shape + p``."""
+    """RandomGamma / RandomPoisson with an invariant parameter: one draw of
+    ``[n] + shape`` (or one shared draw under ``"same"``)."""
     shape, param = ctx.inputs
-    mode = _mode(ctx)
-    if shape.is_stacked:
-        return ctx.decline("a per-iteration shape")
-    if not param.is_stacked:
-        if mode == "same":
-            return Invariant(tensor=ctx.emit(shape.tensor, param.tensor)[0])
-        return _draw_stacked(ctx, shape.tensor, param.tensor)
-    if mode == "same":
-        return ctx.decline("randomness='same' with per-iteration parameters has no shared draw")
+    if _mode(ctx) == "same":
+        return Invariant(tensor=ctx.emit(shape.tensor, param.tensor)[0])
+    return _draw_stacked(ctx, shape.tensor, param.tensor)
+
+
+def convert_parametrized_stacked_param(ctx):
+    """A stacked param ``[n] + p`` gives ``shape + [n] + p``, moved to
+    ``[n] + shape + p``."""
+    shape, param = ctx.inputs
+    if _mode(ctx) == "same":
+        raise Decline("randomness='same' with per-iteration parameters has no shared draw")
     s = shape.tensor.shape[0]
     p = param.shape.rank
     if s is None or p is None:
-        return ctx.decline("shape length or parameter rank unknown")
+        raise Decline("shape length or parameter rank unknown")
     out = ctx.emit(shape.tensor, param.tensor)[0]
     perm = [s] + list(range(s)) + list(range(s + 1, s + 1 + p))
     return Stacked(tensor=tf.transpose(out, perm))
 
 
 def convert_multinomial(ctx):
-    """Multinomial(logits [B, C], num_samples): stacked logits fold n into the batch;
-    invariant logits draw ``n * num_samples`` samples per row, split into iterations."""
+    """Multinomial(logits [B, C], num_samples) of invariant logits: ``n * num_samples``
+    samples per row, split into iterations (one shared draw under ``"same"``)."""
     logits, num = ctx.inputs
-    mode = _mode(ctx)
-    if num.is_stacked:
-        return ctx.decline("a per-iteration num_samples")
-    if not logits.is_stacked:
-        if mode == "same":
-            return Invariant(tensor=ctx.emit(logits.tensor, num.tensor)[0])
-        return _multinomial_rows(ctx)
-    if mode == "same":
-        return ctx.decline("randomness='same' with per-iteration logits has no shared draw")
+    if _mode(ctx) == "same":
+        return Invariant(tensor=ctx.emit(logits.tensor, num.tensor)[0])
+    return _multinomial_rows(ctx)
+
+
+def convert_multinomial_stacked_logits(ctx):
+    """Stacked logits fold n into the batch: one draw of ``[n*B, num_samples]``."""
+    logits, num = ctx.inputs
+    if _mode(ctx) == "same":
+        raise Decline("randomness='same' with per-iteration logits has no shared draw")
     d = ctx.dims(logits)
     out = ctx.emit(shapes.reshape(logits.tensor, [d[0] * d[1], d[2]]), num.tensor)[0]
     return Stacked(tensor=shapes.reshape(out, [d[0], d[1], _static_or_tensor(num.tensor)]))
@@ -159,7 +166,7 @@ def _multinomial_rows(ctx):
     """Invariant logits [B, C]: ``n * num_samples`` samples per row (further inputs, a
     seed, as they are), split into ``[n, B, num_samples]``."""
     logits, num, *rest = (v.tensor for v in ctx.inputs)
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     out = ctx.emit(logits, num * tf.cast(n, num.dtype), *rest)[0]
     b = logits.shape[0] if logits.shape[0] is not None else tf.shape(logits)[0]
     rows = shapes.reshape(out, [b, n, _static_or_tensor(num)])
@@ -171,8 +178,6 @@ def convert_rng_read_and_skip(ctx):
     stateless draws seeded from it then draw ``[n] + shape`` (see ``convert_stateless``)."""
     resource, alg, delta = ctx.inputs
     mode = _mode(ctx)
-    if any(v.is_stacked for v in ctx.inputs):
-        return ctx.decline("a per-iteration generator, algorithm or delta")
     skip = delta.tensor
     if mode == "different":
         skip = skip * tf.cast(ctx.n, skip.dtype)
@@ -180,28 +185,30 @@ def convert_rng_read_and_skip(ctx):
 
 
 def convert_stateless(ctx):
-    """Stateless random ops: invariant and deterministic unless seeded from state the
-    body advances; per-iteration seeds draw each iteration's own values through
-    ``philox`` (bit-exact) or ``normal`` (within its tolerance), else decline."""
-    seeds = _SEED_INPUTS[ctx.op_type]
-    if ctx.inputs[0].is_stacked:
-        return ctx.decline("a per-iteration shape")
-    state_seeded = _seeded_from_state(ctx, [ctx.op.inputs[k] for k in seeds])
-    if any(v.is_stacked for v in ctx.inputs):
-        if state_seeded and not any(ctx.inputs[k].is_stacked for k in seeds):
-            return ctx.decline("per-iteration minval/maxval with a generator's seed")
-        return _exact_draw(ctx)
+    """Stateless random ops with invariant inputs: invariant and deterministic unless
+    seeded from state the body advances (then they follow ``randomness``)."""
     tensors = [v.tensor for v in ctx.inputs]
-    if not state_seeded or _mode(ctx) == "same":
+    if not _seeded_from_state(ctx, [ctx.op.inputs[k] for k in _SEED_INPUTS[ctx.op_type]]) \
+            or _mode(ctx) == "same":
         return Invariant(tensor=ctx.emit(*tensors)[0])
     return _draw_stacked(ctx, *tensors)
 
 
+def convert_stateless_stacked(ctx):
+    """Per-iteration seeds (or bounds): each iteration's own draw through ``philox``
+    (bit-exact) or ``normal`` (within its tolerance), else decline."""
+    seeds = _SEED_INPUTS[ctx.op_type]
+    if not any(v.is_stacked for v in ctx.inputs):
+        raise Decline("no per-iteration input")  # the invariant converter's case
+    if not any(ctx.inputs[k].is_stacked for k in seeds) and _seeded_from_state(
+            ctx, [ctx.op.inputs[k] for k in seeds]):
+        raise Decline("per-iteration minval/maxval with a generator's seed")
+    return _exact_draw(ctx)
+
+
 def convert_stateless_multinomial(ctx):
-    """StatelessMultinomial: like ``convert_stateless``, with no exact batched draw."""
-    if any(v.is_stacked for v in ctx.inputs):
-        return ctx.decline("per-iteration logits, num_samples or seed: no bit-exact batched "
-                           "draw (falls back to a loop)")
+    """StatelessMultinomial: like ``convert_stateless``, with no exact batched draw
+    (per-iteration logits, num_samples or seed fall back to a loop)."""
     if not _seeded_from_state(ctx, [ctx.op.inputs[2]]) or _mode(ctx) == "same":
         return Invariant(tensor=ctx.emit(*(v.tensor for v in ctx.inputs))[0])
     return _multinomial_rows(ctx)
@@ -261,9 +268,9 @@ def _exact_draw(ctx):
 
 def _reshaped(ctx, flat: tf.Tensor, shape: tf.Tensor) -> Stacked:
     """Rows of ``flat`` [n, size] as the stacked draw ``[n] + shape``."""
-    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    n = ctx.n_dim
     out = tf.reshape(flat, tf.concat([tf.reshape(tf.cast(n, shape.dtype), [1]), shape], 0))
-    out.set_shape(tf.TensorShape([ctx.n_static]).concatenate(ctx.output_shapes[0]))
+    out.set_shape(ctx.stacked_shape(ctx.output_shapes[0]))
     return Stacked(tensor=out)
 
 
@@ -300,12 +307,20 @@ def _advances(op) -> bool:
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add(_SHAPED, convert_shaped)
-    registry.add(_PARAMETRIZED, convert_parametrized, inputs="**")
-    registry.add("Multinomial", convert_multinomial, inputs="**")
-    registry.add("RngReadAndSkip", convert_rng_read_and_skip, inputs="***")
+    # A per-iteration shape (or integer bound) gives no one draw: the fallback loop
+    # draws those.
+    stateful = _SHAPED + _PARAMETRIZED + ("Multinomial", "RngReadAndSkip")
+    registry.add(stateful, check_randomness, priority=1, narrow=True)
+    registry.add(_SHAPED, convert_shaped, inputs="U...")
+    registry.add(_PARAMETRIZED, convert_parametrized, inputs="UU")
+    registry.add(_PARAMETRIZED, convert_parametrized_stacked_param, inputs="US")
+    registry.add("Multinomial", convert_multinomial, inputs="UU")
+    registry.add("Multinomial", convert_multinomial_stacked_logits, inputs="SU")
+    registry.add("RngReadAndSkip", convert_rng_read_and_skip, inputs="UUU")
     stateless = _STATELESS_V2 + _STATELESS_V1 + _STATELESS_PARAMETRIZED
-    registry.add(stateless, convert_stateless)
-    registry.add("StatelessMultinomial", convert_stateless_multinomial, inputs="***")
+    # The all-invariant one is registered last, so it goes first where both match.
+    registry.add(stateless, convert_stateless_stacked, inputs="U*...")
+    registry.add(stateless, convert_stateless, inputs="U...")
+    registry.add("StatelessMultinomial", convert_stateless_multinomial, inputs="UUU")
     registry.add("StatelessRandomGetKeyCounter", convert_get_key_counter, inputs="S")
     registry.dispatch_invariant(stateless + ("StatelessMultinomial",))

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import Invariant, shapes
-from pfor_core.errors import ConversionError
+from pfor_core.extend import ConversionError, Decline, Invariant, shapes
 
 
 def convert_var_handle(ctx):
@@ -43,14 +42,17 @@ def convert_variable_shape(ctx):
 
 
 def convert_resource_gather(ctx):
-    """Stacked indices [n, ...] with batch_dims=0: one gather gives [n, ..., rest].
-    Invariant indices: one gather, invariant (a read, like ReadVariableOp)."""
+    """Stacked indices [n, ...] with batch_dims=0: one gather gives [n, ..., rest]."""
     handle, indices = ctx.inputs
-    if not indices.is_stacked:
-        return Invariant(tensor=ctx.emit(handle.tensor, indices.tensor)[0])
     if ctx.attr("batch_dims") != 0:
-        return ctx.decline("batch_dims != 0 with stacked indices")
-    return ctx.stacked_value(ctx.emit(handle.tensor, indices.tensor)[0])
+        raise Decline("batch_dims != 0 with stacked indices")
+    return ctx.emit_stacked(handle.tensor, indices.tensor)
+
+
+def convert_resource_gather_invariant(ctx):
+    """Invariant indices: one gather, invariant (a read, like ReadVariableOp)."""
+    handle, indices = ctx.inputs
+    return Invariant(tensor=ctx.emit(handle.tensor, indices.tensor)[0])
 
 
 def _times_n(ctx, value):
@@ -61,11 +63,14 @@ def _times_n(ctx, value):
 def convert_assign_add(ctx):
     """AssignAdd/Sub of a stacked value: sum over iterations, apply once."""
     handle, value = ctx.inputs
-    if value.is_stacked:
-        total = tf.reduce_sum(value.tensor, axis=0)
-    else:
-        total = _times_n(ctx, value.tensor)
-    ctx.emit(handle.tensor, total)
+    ctx.emit(handle.tensor, tf.reduce_sum(value.tensor, axis=0))
+    return []
+
+
+def convert_assign_add_invariant(ctx):
+    """AssignAdd/Sub of an invariant value: applied once, n times the value."""
+    handle, value = ctx.inputs
+    ctx.emit(handle.tensor, _times_n(ctx, value.tensor))
     return []
 
 
@@ -76,16 +81,20 @@ def convert_scatter_add(ctx):
     [n] + I + rest, which merge to [n*prod(I)] and [n*prod(I)] + rest.
     """
     handle, indices, updates = ctx.inputs
-    if not indices.is_stacked and not updates.is_stacked:
-        ctx.emit(handle.tensor, indices.tensor, _times_n(ctx, updates.tensor))
-        return []
     index_rank, update_rank = indices.shape.rank, updates.shape.rank
     if index_rank is None or update_rank is None or update_rank < index_rank:
-        return ctx.decline("updates of unknown rank or broadcast (scalar) updates")
+        raise Decline("updates of unknown rank or broadcast (scalar) updates")
     # Tiling an invariant side is unavoidable here: each iteration's pairs are distinct.
     flat_indices = shapes.merge_leading(ctx.stacked(1), index_rank + 1, ctx.n)
     flat_updates = shapes.merge_leading(ctx.stacked(2), index_rank + 1, ctx.n)
     ctx.emit(handle.tensor, flat_indices, flat_updates)
+    return []
+
+
+def convert_scatter_add_invariant(ctx):
+    """Invariant indices and updates: one scatter of n times the updates."""
+    handle, indices, updates = ctx.inputs
+    ctx.emit(handle.tensor, indices.tensor, _times_n(ctx, updates.tensor))
     return []
 
 
@@ -112,10 +121,14 @@ def register(registry):
     registry.add("VarHandleOp", convert_var_handle, inputs="")
     registry.add("ReadVariableOp", convert_read_variable, inputs="U")
     registry.add("VariableShape", convert_variable_shape, inputs="U")
-    registry.add("ResourceGather", convert_resource_gather, inputs="U*")
-    registry.add(["AssignAddVariableOp", "AssignSubVariableOp"], convert_assign_add,
-                 inputs="U*")
-    registry.add(["ResourceScatterAdd", "ResourceScatterSub"], convert_scatter_add,
-                 inputs="U**")
+    registry.add("ResourceGather", convert_resource_gather, inputs="US")
+    registry.add("ResourceGather", convert_resource_gather_invariant, inputs="UU")
+    adds = ["AssignAddVariableOp", "AssignSubVariableOp"]
+    registry.add(adds, convert_assign_add, inputs="US")
+    registry.add(adds, convert_assign_add_invariant, inputs="UU")
+    scatters = ["ResourceScatterAdd", "ResourceScatterSub"]
+    registry.add(scatters, convert_scatter_add, inputs="US*")
+    registry.add(scatters, convert_scatter_add, inputs="UUS")
+    registry.add(scatters, convert_scatter_add_invariant, inputs="UUU")
     registry.add("AssignVariableOp", convert_overwrite, inputs="U*")
     registry.add("ResourceScatterUpdate", convert_overwrite, inputs="U**")

@@ -1,6 +1,6 @@
-"""The equivalence checker: pfor against the same loop run sequentially.
+"""The equivalence check: pfor against the same loop run sequentially.
 
-Pack authors and the project's own tests use it::
+Pack authors and the project's own tests use it (through ``pfor_core.testing``)::
 
     from pfor_core import testing
 
@@ -178,24 +178,6 @@ def draw_stacked(data, count: int) -> list[bool]:
     if not any(out):
         out[data.draw(st.integers(0, count - 1))] = True
     return out
-
-
-def assert_pack_listed(dist: str, module) -> None:
-    """A pack's own test: the host lists it as loaded, with its version and API, and
-    every converter it registered is recorded under its name and version."""
-    import importlib.metadata
-
-    from pfor_core import plugins
-
-    registry = plugins.default_registry()
-    info = {p.name: p for p in registry.packs}.get(dist)
-    assert info is not None, f"{dist} is not installed as a pfor.converters entry point"
-    assert info.status == "loaded", f"{dist}: {info.status}: {info.reason}"
-    assert info.version == importlib.metadata.version(dist) == module.__version__
-    assert info.api_version == plugins.CONVERTER_API_VERSION
-    entries = [e for e in registry.entries() if e.pack == dist]
-    assert info.converters == len(entries)
-    assert all(e.version == info.version for e in entries)
 
 
 def invariance_combinations(count: int, *, require_stacked: bool = True):

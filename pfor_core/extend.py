@@ -1,0 +1,41 @@
+"""The converter API: everything a converter pack may use from the core.
+
+A pack imports from the core only ``pfor_core`` (the user API), this module and
+``pfor_core.testing``; an import-linter contract in pyproject.toml keeps it so for the
+project's own packs. docs/extending.rst documents every name below.
+
+- Layout values: ``Invariant``, ``Stacked`` and ``View`` (a per-iteration value kept
+  in another form, with ``materialize()``).
+- The converter's one argument, ``ConvertContext`` (``ctx``), with ``Converted`` (what
+  ``ctx.convert_function`` returns), and ``Decline``, the one way to decline.
+- ``shapes``: shape helpers that stay static where shapes are known.
+- Registration patterns, converters for whole families of ops: ``elementwise``,
+  ``broadcasting``, ``batch_polymorphic``.
+- ``PackRegistrar`` (what the ``pfor_register_converters`` hook receives),
+  ``op_types_of`` (the op types a registration function adds), the hook marker
+  ``hookimpl`` and ``ConversionError`` (raise it when the body itself is wrong).
+
+>>> import tensorflow as tf
+>>> import pfor_core as pf
+>>> from pfor_core import extend
+>>> @pf.register_converter("Sinh", inputs="S", priority=10)
+... def convert_sinh(ctx):
+...     return ctx.emit_stacked(ctx.inputs[0].tensor)
+>>> pf.pfor(lambda i: tf.sinh(tf.cast(i, tf.float32)), 2, fallback="error").numpy().round(3)
+array([0.   , 1.175], dtype=float32)
+>>> pf.default_registry().remove("Sinh", convert_sinh)
+"""
+
+from pfor_core import shapes
+from pfor_core.context import ConvertContext, Converted, Decline
+from pfor_core.errors import ConversionError
+from pfor_core.hookspecs import hookimpl
+from pfor_core.layout import Invariant, Stacked, View
+from pfor_core.patterns import batch_polymorphic, broadcasting, elementwise
+from pfor_core.registry import PackRegistrar, op_types_of
+
+__all__ = [
+    "ConversionError", "ConvertContext", "Converted", "Decline", "Invariant",
+    "PackRegistrar", "Stacked", "View", "batch_polymorphic", "broadcasting", "elementwise",
+    "hookimpl", "op_types_of", "shapes",
+]

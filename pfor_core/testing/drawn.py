@@ -1,0 +1,41 @@
+"""Equivalence checks with what hypothesis draws: the mode pfor runs in, and (with
+``check_inputs``) the loop length, the layout of every input and the values.
+(Hypothesis is imported only when these run: ``pfor_core.testing`` itself needs
+only TensorFlow and numpy.)"""
+
+from __future__ import annotations
+
+from pfor_core.testing.loop import MODES, check_op
+
+
+def check(data, fn, args, *, stacked, n: int, modes=MODES, **tolerance):
+    """``check_op(fn, args, stacked=..., n=...)`` in a mode drawn from ``modes`` with
+    ``data`` (hypothesis' ``st.data()``): eagerly, inside a ``tf.function`` with a
+    run-time loop length, or with inputs of unknown dimensions. Runs with
+    ``fallback="error"``: passing means nothing fell back. Returns pfor's result."""
+    from hypothesis import strategies as st  # pylint: disable=import-outside-toplevel
+
+    mode = data.draw(st.sampled_from(modes), label="mode")
+    return check_op(fn, args, stacked=stacked, n=n, mode=mode, **tolerance)
+
+
+def check_inputs(data, fn, shapes, dtypes, *, n=None, layouts=None, modes=MODES,
+                 low: float = -3.0, high: float = 3.0, **tolerance):
+    """Draw the loop length, each input's layout and values (``strategies.inputs``) and
+    a mode, then ``check``: one line for a property test of an op over every layout.
+
+    >>> import tensorflow as tf
+    >>> from hypothesis import given, settings, strategies as st
+    >>> from pfor_core import testing
+    >>> @settings(max_examples=3, deadline=None)
+    ... @given(st.data())
+    ... def test_add(data):
+    ...     testing.check_inputs(data, tf.add, [[2], [2]], "float32")
+    >>> test_add()
+    """
+    from pfor_core.testing import strategies  # pylint: disable=import-outside-toplevel
+
+    drawn = data.draw(strategies.inputs(shapes, dtypes, n=n, layouts_=layouts, low=low,
+                                        high=high), label="inputs")
+    return check(data, fn, list(drawn.values), stacked=drawn.stacked, n=drawn.n,
+                 modes=modes, **tolerance)
