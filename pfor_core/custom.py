@@ -28,6 +28,8 @@ from tensorflow.python.autograph.core import ag_ctx
 from tensorflow.python.autograph.impl import api as autograph_api
 from tensorflow.python.eager import record
 from tensorflow.python.framework import ops
+from tensorflow.python.ops import resource_variable_ops
+from tensorflow.python.util import nest
 
 from pfor_core.context import broadcast_invariant, checked
 from pfor_core.errors import ConversionError
@@ -111,6 +113,8 @@ class CustomVectorization:
         def call(*flat):
             with record.stop_recording():  # the gradient is ours: no inner forward pass
                 outputs = function(*tf.nest.pack_sequence_as(args, list(flat)))
+            for v in function.graph.variables:  # as the call does when tapes record
+                resource_variable_ops.variable_accessed(v)
             holder["outputs"] = outputs
             tensors = [t for t in tf.nest.flatten(outputs) if t is not None]
 
@@ -154,10 +158,8 @@ class CustomVectorization:
             def vjp(args, dys):
                 flat = tf.nest.flatten(args)
                 sources = [a for a in flat if _differentiable(a.dtype)]
-                with tf.GradientTape() as tape:
-                    tape.watch(sources)
-                    outputs = _differentiable_outputs(self.fn(*args))
-                return tuple(tape.gradient(outputs, sources, output_gradients=list(dys)))
+                outputs = _differentiable_outputs(self.fn(*args))
+                return _gradients(outputs, sources, dys)
 
             rule = CustomVectorization(vjp, name=f"vjp_of_{self.name}")
             rule._allows_none = True  # pylint: disable=protected-access
@@ -181,13 +183,17 @@ def _batched_vjp(rule, stacked, args, dys):
         in_flags.append(s)
         if _differentiable(t.dtype):
             sources.append(t)
-    with tf.GradientTape() as tape:
-        tape.watch(sources)
-        outputs = run_batched(rule, tuple(tf.nest.pack_sequence_as(stacked_args, in_flags)),
-                              tf.nest.pack_sequence_as(args, inputs), n=n)
-        outputs = _differentiable_outputs(outputs)
+    outputs = run_batched(rule, tuple(tf.nest.pack_sequence_as(stacked_args, in_flags)),
+                          tf.nest.pack_sequence_as(args, inputs), n=n)
     dys = [d if s else broadcast_invariant(d, n) for d, s in zip(dys, stacked_dys)]
-    return tuple(tape.gradient(outputs, sources, output_gradients=dys))
+    return _gradients(_differentiable_outputs(outputs), sources, dys)
+
+
+def _gradients(outputs, sources, dys) -> tuple:
+    """Symbolic gradients (None where unconnected). Not a tape: these run while a
+    graph is traced or converted, where the tapes may be paused (as TensorFlow's
+    forward mode does while it transposes a backward function)."""
+    return tuple(tf.gradients(outputs, sources, grad_ys=list(dys)))
 
 
 # -- inside pfor ------------------------------------------------------------------
@@ -243,17 +249,19 @@ def run_batched(rule, stacked, args, *, n, n_static=None, expected=None) -> list
             f"pfor: the batched implementation of {rule.name} returned a structure unlike "
             f"the original's: {err}") from None
     out = []
-    for k, (want, got) in enumerate(zip(tf.nest.flatten(expected), tf.nest.flatten(result))):
+    paths = nest.flatten_with_joined_string_paths(expected)
+    for (path, want), got in zip(paths, tf.nest.flatten(result)):
         if want is None:
             continue
         if got is None and rule._allows_none:  # pylint: disable=protected-access
             got = tf.zeros(tf.concat([[n], tf.shape(want)], 0), want.dtype)
-        out.append(_check_output(rule, k, want, got, n, n_static))
+        out.append(_check_output(rule, path, want, got, n, n_static))
     return out
 
 
-def _check_output(rule, k, want, got, n, n_static):
-    where = f"output {k} of the batched implementation of {rule.name}"
+def _check_output(rule, path, want, got, n, n_static):
+    where = (f"output {path + ' ' if path else ''}of the batched implementation of "
+             f"{rule.name}")
     try:
         got = tf.convert_to_tensor(got)
     except (TypeError, ValueError) as err:
