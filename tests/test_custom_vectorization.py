@@ -349,3 +349,23 @@ def test_bad_arguments():
         pf.custom_vectorization(3)
     with pytest.raises(TypeError, match="def_vectorized needs a callable"):
         axpy.def_vectorized("nope")
+
+
+@pytest.mark.parametrize("where", ["tf.function", "tf.cond", "tf.while_loop"])
+def test_calls_nested_in_functions_and_control_flow(where):
+    combo = (True, False, True)
+    x, y, s = _args(combo, seed=11)
+    inner = tf.function(lambda a, c: axpy(a, y, c))
+
+    def body(i):
+        a, c = tf.gather(x, i), tf.gather(s, i)
+        if where == "tf.function":
+            return inner(a, c)
+        if where == "tf.cond":
+            return tf.cond(c > 0, lambda: axpy(a, y, c), lambda: -axpy(a, y, c))
+        return tf.while_loop(lambda k, v: k < 2, lambda k, v: (k + 1, axpy(v, y, c)),
+                             (0, a))[1]
+
+    SEEN.clear()
+    testing.assert_matches_loop(body, N)
+    assert SEEN
