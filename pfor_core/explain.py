@@ -37,7 +37,8 @@ class Report:
         header = ("op type", "name", "how", "by", "stacked")
         lines = [header]
         for r in self.rows:
-            by = f"{r.converter} [{r.pack} {r.version}]".strip() if r.converter else (
+            source = " ".join(p for p in (r.pack, r.version) if p)
+            by = (f"{r.converter} [{source}]" if source else r.converter) if r.converter else (
                 r.reason or "")
             lines.append((r.op_type, r.name, r.how, by, "yes" if r.stacked else "no"))
         widths = [max(len(str(row[k])) for row in lines) for k in range(len(header))]

@@ -30,6 +30,10 @@ _UPDATES = re.compile(r"^(Assign|ResourceScatter|ResourceApply|ResourceSparseApp
                       r"|ResourceStridedSliceAssign|StatefulPartitionedCall$)")
 
 
+# The functions pf.custom_vectorization traces (see custom.py): __inference_pfor_custom_<name>_<n>.
+_CUSTOM = re.compile(r"pfor_custom_(\w+?)_\d+$")
+
+
 class Unsupported(ValueError):
     """Forward mode cannot differentiate this ``f``; the message says why."""
 
@@ -40,6 +44,9 @@ class Probe:
 
     size: int | None
     updates: tuple[str, ...]
+    # pf.custom_vectorization functions f calls: TensorFlow's forward mode gives no JVP
+    # through a custom gradient inside a graph (zeros, silently), so reverse mode.
+    custom: tuple[str, ...] = ()
 
 
 def check_mode(mode, *, tape_based: bool = False) -> str:
@@ -66,6 +73,13 @@ def use_forward(mode: str, inputs: int | None, probe: Probe | None) -> bool:
 def can_run(mode: str, probe: Probe) -> bool:
     """Forward mode is out for an ``f`` that updates state (it would run once per
     tangent): ``auto`` then takes reverse mode, asking for forward mode is an error."""
+    if probe.custom:
+        if mode == "forward":
+            raise Unsupported(
+                f"mode='forward' cannot differentiate through the pf.custom_vectorization "
+                f"function(s) {', '.join(probe.custom)}: TensorFlow's forward mode has no "
+                "JVP through a custom gradient inside a graph. Use mode='reverse'.")
+        return False
     if not probe.updates:
         return True
     if mode == "forward":
@@ -84,7 +98,10 @@ def probe(f, x, check_targets) -> Probe:
         library = graph.as_graph_def().library
     types = {op.type for op in graph.get_operations()}
     types.update(node.op for fn in library.function for node in fn.node_def)
-    return Probe(size=size, updates=tuple(sorted(t for t in types if _UPDATES.match(t))))
+    custom_calls = {m.group(1) for fn in library.function
+                    for m in [_CUSTOM.search(fn.signature.name)] if m}
+    return Probe(size=size, updates=tuple(sorted(t for t in types if _UPDATES.match(t))),
+                 custom=tuple(sorted(custom_calls)))
 
 
 def static_size(structure) -> int | None:

@@ -17,7 +17,7 @@ from typing import Sequence
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
-from pfor_core import collectives, emit, empty, fallback, messages, results, shapes
+from pfor_core import collectives, custom, emit, empty, fallback, messages, results, shapes
 from pfor_core.context import ConvertContext, Decline, broadcast_invariant
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Layout, Stacked, pattern_of
@@ -57,7 +57,7 @@ class OpRecord:
 
     op_type: str
     name: str
-    how: str  # "invariant", "converter", "pass-through", "fallback", "input"
+    how: str  # "invariant", "converter", "custom", "pass-through", "fallback", "input"
     converter: str = ""
     pack: str = ""
     version: str = ""
@@ -178,6 +178,9 @@ class Conversion:
         if ("S" not in pattern and not stateful and op.type not in _MAYBE_COLLECTIVE
                 and not self.registry.sees_invariant(op.type)):
             return self._reemit(op, layouts)
+        site = custom.site_of(op)
+        if site is not None:  # a @pf.custom_vectorization call
+            return self._custom(site, op, layouts, pattern)
         kind = collectives.kind_of(op)
         if kind is not None:
             self._record(op, "collective")
@@ -201,6 +204,15 @@ class Conversion:
         finally:
             self._child_partial = ""
         return self._fall_back(op, layouts, pattern, reasons, faults)
+
+    def _custom(self, site, op, layouts, pattern):
+        if "S" not in pattern:  # the same in every iteration: the original runs once
+            return self._reemit(op, layouts)
+        result = custom.convert(site, op, layouts, self)
+        _refine_shapes(result, op)
+        self._record(op, "custom", stacked=True)
+        self.records[-1].converter = f"custom_vectorization({site.rule.name})"
+        return result
 
     def stack(self, value: Layout) -> tf.Tensor:
         """A layout value as a stacked tensor ``[n, ...]``."""
