@@ -188,7 +188,7 @@ class Conversion:
             return list(layouts[: len(op.outputs)])
         with ops.name_scope(_scope(op)):
             outs = emit.copy_op(op, [v.tensor for v in layouts])
-        return [type(v)(tensor=t) for v, t in zip(layouts, outs)]
+        return [_holding(v, t) for v, t in zip(layouts, outs)]
 
     def _try(self, entry, op, layouts, pattern, reasons):
         ctx = ConvertContext(op, layouts, pattern, self)
@@ -240,6 +240,14 @@ def _stand_in(original, n_static):
         return tf.raw_ops.Placeholder(dtype=tf.variant, shape=[])
     shape = tf.TensorShape([n_static]).concatenate(original.shape)
     return tf.raw_ops.Placeholder(dtype=original.dtype, shape=shape)
+
+
+def _holding(value, tensor):
+    """``value`` holding ``tensor`` instead: a view keeps its other fields (a tensor
+    list's rows, ...); one that is no dataclass becomes a plain stacked value."""
+    if dataclasses.is_dataclass(value):
+        return dataclasses.replace(value, tensor=tensor)
+    return Stacked(tensor=tensor) if value.is_stacked else Invariant(tensor=tensor)
 
 
 def _scope(op) -> str:

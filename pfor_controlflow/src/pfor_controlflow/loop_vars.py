@@ -7,7 +7,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import Invariant, Stacked
-from pfor_controlflow.list_views import ListView
+from pfor_controlflow.list_views import ListView, grows_only
 
 
 class Loop:
@@ -95,6 +95,52 @@ def pushes_per_step(body, k):
             return None
         out = out.op.inputs[0]
     return count
+
+
+def length_change(body, k) -> str:
+    """How a step of ``body`` changes the length of tensor list ``k``: "same" (writes
+    in place only), "pushes" (pushes, and writes in place), "writes" (writes that may
+    grow it), "pops" (pops and nothing else reads it) or "other" (resizes, several
+    kinds of change, a new list)."""
+    if _only_popped(body, k):
+        return "pops"
+    out, found = body.outputs[k], set()
+    while out is not body.inputs[k]:
+        op = out.op
+        if op.type == "TensorListPushBack":
+            found.add("pushes")
+        elif op.type == "TensorListSetItem":
+            if op.get_attr("resize_if_index_out_of_bounds"):
+                found.add("writes")
+        elif grows_only(op):
+            found.add("writes")
+        elif op.type != "Identity":
+            return "other"
+        out = op.inputs[0]
+    return found.pop() if len(found) == 1 else ("same" if not found else "other")
+
+
+def _only_popped(body, k) -> bool:
+    """Whether the body only pops list ``k`` (a gradient loop's accumulator)."""
+    pending, popped = [body.inputs[k]], False
+    while pending:
+        tensor = pending.pop()
+        for op in tensor.consumers():
+            if op.type not in ("Identity", "TensorListPopBack"):
+                return False
+            popped = popped or op.type == "TensorListPopBack"
+            pending.append(op.outputs[0])
+    return popped and _popped_through(body, k)
+
+
+def _popped_through(body, k) -> bool:
+    """Whether body output ``k`` comes from input ``k`` through Identity and PopBack."""
+    out = body.outputs[k]
+    while out is not body.inputs[k]:
+        if out.op.type not in ("Identity", "TensorListPopBack") or out.value_index != 0:
+            return False
+        out = out.op.inputs[0]
+    return True
 
 
 def starts_empty(value) -> bool:

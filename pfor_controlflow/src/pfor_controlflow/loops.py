@@ -25,8 +25,9 @@ from tensorflow.python.ops import array_ops, handle_data_util
 from pfor_controlflow import deferred_sums, masking, trip_counts
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import function_graph, scratch_graph, with_effects
+from pfor_controlflow.list_lengths import ListWithLengths
 from pfor_controlflow.list_views import ListView
-from pfor_controlflow.loop_vars import Loop, carried_out, stack_value
+from pfor_controlflow.loop_vars import Loop, carried_out, length_change, stack_value
 
 
 def _placeholder(like, shape, stacked=False):
@@ -148,7 +149,11 @@ def convert_while(ctx):
     loop = Loop(ctx, cond, body)
     loop.stacked = _find_stacked(loop, loop.stacked)
     parallel = ctx.attr("parallel_iterations") if ctx.has_attr("parallel_iterations") else 10
-    if not _cond_is_stacked(loop):
+    per_iteration = _cond_is_stacked(loop)
+    refused = _lists_refused(loop, per_iteration)
+    if refused:
+        return ctx.decline(refused)
+    if not per_iteration:
         return _run_invariant(loop, parallel)
     if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
         return ctx.decline("per-iteration trip counts with a resource carried through the loop")
@@ -169,6 +174,22 @@ def convert_while(ctx):
     if masking.pays(loop):
         return trip_counts.run_masked(loop, parallel)
     return trip_counts.run_subset(loop, parallel)
+
+
+def _lists_refused(loop, per_iteration):
+    """Why the loop cannot take a tensor list whose rows hold their own numbers of
+    items (list_lengths.py), or None. A loop with per-iteration trip counts pops such
+    a list as a gradient loop pops its accumulators; nothing else keeps each row's
+    items where that row's steps look for them."""
+    for k, value in enumerate(loop.inputs):
+        if not isinstance(value, ListWithLengths):
+            continue
+        if not (per_iteration and k in loop.carried and value.right_aligned
+                and length_change(loop.body, k) == "pops"):
+            return ("a tensor list whose iterations hold different numbers of items (grown "
+                    "by a loop with per-iteration trip counts) enters a loop that does "
+                    "more than pop it")
+    return None
 
 
 def register(registry):
