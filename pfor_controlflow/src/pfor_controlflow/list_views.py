@@ -78,6 +78,9 @@ def convert_push_back(ctx):
     view = _view(ctx)
     if view is None:
         return ctx.decline("not a list seen by a loop over some iterations")
+    if ctx.inputs[1].dtype == tf.variant:
+        return ctx.decline("a tensor list or optional (a conditional's intermediates) "
+                           "pushed in a loop with per-iteration trip counts")
     whole = _merge(view, ctx.stacked(1), None)
     return view.again(_R.TensorListPushBack(input_handle=view.tensor, tensor=whole))
 

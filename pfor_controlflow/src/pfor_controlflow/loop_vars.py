@@ -33,6 +33,20 @@ class Loop:
                 values[k] = Stacked(tensor=value) if stacked[k] else Invariant(tensor=value)
         return values
 
+    @property
+    def maximum_iterations(self):
+        """The loop's ``maximum_iterations`` (an invariant tensor) where
+        ``tf.while_loop`` gave it one, else None. The converted loop passes it on:
+        it runs no more steps than that, and under XLA a gradient of the converted
+        loop needs it to size its accumulators."""
+        if len(self.inputs) < 2 or self.inputs[1].is_stacked or 1 in self.carried:
+            return None
+        counter, limit = self.cond.inputs[0], self.cond.inputs[1]
+        for op in self.cond.get_operations():
+            if op.type == "Less" and op.inputs[0] is counter and op.inputs[1] is limit:
+                return self.inputs[1].tensor
+        return None
+
     def shape_of(self, k, stacked=None) -> tf.TensorShape:
         """Shape invariant of carried variable ``k``, stacked or not."""
         stacked = self.stacked if stacked is None else stacked

@@ -88,6 +88,7 @@ def _run_invariant(loop, parallel):
     init = [stack_value(ctx, loop.inputs[k]) if loop.stacked[k] else loop.inputs[k].tensor
             for k in loop.carried]
     result = tf.while_loop(cond, body, init, parallel_iterations=parallel,
+                           maximum_iterations=loop.maximum_iterations,
                            shape_invariants=[loop.shape_of(k) for k in loop.carried])
     return loop.layouts(result if loop.carried else [])
 
@@ -124,7 +125,9 @@ def _run_invariant_deferring(loop, parallel, deferred):
               for t in extra]
     shapes = ([loop.shape_of(k) for k in kept], [tf.TensorShape(None) for _ in arrays])
     values, arrays = tf.while_loop(cond, body, ([init[k] for k in kept], arrays),
-                                   parallel_iterations=parallel, shape_invariants=shapes)
+                                   parallel_iterations=parallel,
+                                   maximum_iterations=loop.maximum_iterations,
+                                   shape_invariants=shapes)
     result = dict(zip(kept, values))
     arrays = iter(arrays)
     for k, products in deferred.items():

@@ -28,6 +28,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import handle_data_util
 
 from pfor_core import ConversionError, Invariant, Stacked, shapes
+from pfor_controlflow.optionals import SplitOptional
 from pfor_controlflow.list_lengths import (ListWithLengths, known_lengths, own_positions,
                                            same_lengths, then)
 
@@ -38,12 +39,15 @@ class _Decline(Exception):
     """Raised by helpers to decline the whole conversion with a reason."""
 
 
-def _declining(fn=None, *, rows_own_lengths=False):
+def _declining(fn=None, *, rows_own_lengths=False, optionals=False):
     """Decline on a ``_Decline`` and on special layouts (``ListWithLengths`` too,
-    unless ``rows_own_lengths``: the converter then handles it)."""
+    unless ``rows_own_lengths``, and a conditional's split optionals, unless
+    ``optionals``: the converter then handles them)."""
     if fn is None:
-        return functools.partial(_declining, rows_own_lengths=rows_own_lengths)
-    plain = (Stacked, Invariant) + ((ListWithLengths,) if rows_own_lengths else ())
+        return functools.partial(_declining, rows_own_lengths=rows_own_lengths,
+                                 optionals=optionals)
+    plain = ((Stacked, Invariant) + ((ListWithLengths,) if rows_own_lengths else ())
+             + ((SplitOptional,) if optionals else ()))
 
     @functools.wraps(fn)
     def convert(ctx):
@@ -372,13 +376,19 @@ def convert_scatter_new_list(ctx):
     return Stacked(tensor=_scatter(ctx, base, indices.tensor, values, resize=True))
 
 
-@_declining(rows_own_lengths=True)
+@_declining(rows_own_lengths=True, optionals=True)
 def convert_push_back(ctx):
     dtype = ctx.attr("element_dtype")
     if isinstance(ctx.inputs[0], ListWithLengths) or isinstance(ctx.inputs[1], ListWithLengths):
         return _push_own(ctx)
     try:
         handle = stack_list(ctx, ctx.inputs[0], dtype)
+        if dtype == tf.variant and _is_optional(ctx.op.inputs[1]):
+            # A conditional's intermediates, accumulated by a while loop: a stacked
+            # optional is pushed as it is (its pops go to the gradient conditional).
+            if not ctx.inputs[1].is_stacked:
+                raise _Decline("an optional the same in every iteration")
+            return Stacked(tensor=ctx.emit(handle, ctx.inputs[1].tensor)[0])
         # A list of lists (what a second derivative accumulates) holds stacked lists.
         item = stack_list(ctx, ctx.inputs[1]) if dtype == tf.variant else ctx.stacked(1)
     except ValueError as err:
@@ -496,6 +506,15 @@ def convert_split(ctx):
     with tf.control_dependencies([check]):
         _, out = tf.while_loop(lambda t, _: t < count, body, (tf.constant(0), out))
     return Stacked(tensor=out)
+
+
+def _is_optional(tensor) -> bool:
+    """Whether a body tensor is an optional: made by an optional op or output by a
+    conditional (tf.cond's gradient intermediates)."""
+    while tensor.op.type == "Identity":
+        tensor = tensor.op.inputs[0]
+    return tensor.op.type in ("OptionalFromValue", "OptionalNone", "If", "StatelessIf",
+                              "Case", "StatelessCase")
 
 
 def _summed_dtype(ctx):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import Invariant, Stacked
-from pfor_controlflow import deferred_sums, row_views
+from pfor_controlflow import deferred_sums, masking, row_views
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import select_rows, with_effects
 from pfor_controlflow.list_lengths import ListWithLengths
@@ -172,7 +172,8 @@ def run_subset(loop, parallel):
              [init[k] for k in kinds.changing], arrays, steps)
     count, _, _, lists, _, arrays, steps = tf.while_loop(
         lambda step, rows, *_: tf.size(rows) > 0, body, start,
-        parallel_iterations=parallel, shape_invariants=shapes)
+        parallel_iterations=parallel, maximum_iterations=loop.maximum_iterations,
+        shape_invariants=shapes)
     ids, *values = finished.finish(arrays, ctx.n)
     everyone = tf.range(ctx.n)
 
@@ -217,23 +218,30 @@ def _list_result(loop, kinds, k, handle, lengths):
 def run_masked(loop, parallel):
     ctx, kinds = loop.ctx, _Kinds(loop)
     init, active = _initial(loop)
+    # Rows not running compute on a running row's values unless nothing can fail.
+    stand_in = not masking.total_loop(loop)
 
-    def layouts(active, values):
+    def layouts(active, values, rows_of=None):
+        def rows(value):  # a row's values, or those of the row it stands in for
+            return value if rows_of is None else tf.gather(value, rows_of)
         outside = [ListView(tensor=v.tensor, width=ctx.n, mask=active, aligned=k in kinds.aligned)
-                   if v.is_stacked and v.dtype == tf.variant else v
-                   for k, v in enumerate(loop.inputs)]
+                   if v.is_stacked and v.dtype == tf.variant else
+                   Stacked(tensor=rows(v.tensor)) if v.is_stacked and rows_of is not None
+                   else v for k, v in enumerate(loop.inputs)]
         mine = [ListView(tensor=v, width=ctx.n, mask=active, aligned=k in kinds.aligned)
-                if k in kinds.lists else v for k, v in zip(loop.carried, values)]
+                if k in kinds.lists else rows(v) if k in kinds.rows else v
+                for k, v in zip(loop.carried, values)]
         return loop.layouts(mine, outside=outside)
 
     # Lists the body writes past the end of: each row's length when it finishes.
     written = [k for k in kinds.lists if kinds.change[k] == "writes"]
 
     def body(active, values, finals, ran, sizes):
-        converted = ctx.convert_function(loop.body, layouts(active, values))
+        rows_of = masking.stand_ins(active) if stand_in else None
+        converted = ctx.convert_function(loop.body, layouts(active, values, rows_of))
         outs = [list_out(converted, k).tensor if k in kinds.lists else
                 carried_out(loop, converted, k) for k in loop.carried]
-        check = ctx.convert_function(loop.cond, layouts(active, outs))
+        check = ctx.convert_function(loop.cond, layouts(active, outs, rows_of))
         still = tf.logical_and(truth(check.stacked(0)), active)
         new = [select_rows(active, o, v) if k in kinds.rows else o
                for k, o, v in zip(loop.carried, outs, values)]
@@ -257,7 +265,8 @@ def run_masked(loop, parallel):
              [tf.fill([ctx.n], _LENGTH(input_handle=init[k])) for k in written])
     _, values, finals, ran, sizes = tf.while_loop(
         lambda active, *_: tf.reduce_any(active), body, start,
-        parallel_iterations=parallel, shape_invariants=shapes)
+        parallel_iterations=parallel, maximum_iterations=loop.maximum_iterations,
+        shape_invariants=shapes)
     for value, k in zip(values, loop.carried):
         value.set_shape(loop.shape_of(k))
     for final, k in zip(finals, kinds.changing):
