@@ -9,6 +9,7 @@ counterpart had control inputs is created after their conversions.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import heapq
 import warnings
@@ -70,6 +71,12 @@ class Conversion:
         self.records = records if records is not None else []
         self.side_effects: list[tf.Operation] = []  # outer ops of converted stateful ops
         self._warned: set[str] = set()
+        # Shared by the whole tree of child conversions: output layouts that trial
+        # conversions found, by function and input layouts (context.py), so that a
+        # body nested in several loops is converted on trial once per layout of its
+        # inputs, not once per enclosing trial; and how often each graph was converted.
+        self.trial_layouts: dict = {}
+        self.conversions: collections.Counter = collections.Counter()
 
     # -- entry points -------------------------------------------------------------
     def convert_body(self, body) -> list[Layout]:
@@ -106,10 +113,12 @@ class Conversion:
                            start=self.start, n=n, n_static=n_static, records=records,
                            chunked=self.chunked)
         child.trial = trial or self.trial
+        child.trial_layouts, child.conversions = self.trial_layouts, self.conversions
         return child
 
     # -- the walk -----------------------------------------------------------------
     def _convert(self, graph, inputs: dict, outputs: list, must_run: list) -> list[Layout]:
+        self.conversions[graph.name] += 1
         values: dict[int, list[Layout]] = {}
         done: dict[int, list[tf.Operation]] = {}  # outer ops that complete a body op
         order, controlled = _ops_to_convert(graph, outputs, must_run)

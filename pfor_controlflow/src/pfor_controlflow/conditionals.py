@@ -21,7 +21,7 @@ from pfor_core import Invariant, Stacked
 _R = tf.raw_ops
 from pfor_controlflow import masking, optionals
 from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph, select_rows,
-                                        with_effects)
+                                        stand_in, with_effects)
 
 
 def _branch_graphs(ctx):
@@ -58,6 +58,8 @@ def convert_invariant_selector(ctx):
         return ctx.decline("a branch function is not in the graph")
     inputs = list(ctx.inputs[1:])
     stacked = _stacked_outputs(ctx, graphs, inputs)
+    if ctx.trial:
+        return [stand_in(t, s, ctx.n_static) for t, s in zip(ctx.op.outputs, stacked)]
 
     def branch(graph):
         def run():
@@ -233,6 +235,8 @@ def convert_stacked_selector(ctx):
     graphs = _branch_graphs(ctx)
     if graphs is None:
         return ctx.decline("a branch function is not in the graph")
+    if ctx.trial:  # rows take different branches: every output differs per iteration
+        return [stand_in(t, True, ctx.n_static) for t in ctx.op.outputs]
     if ctx.compiled or ctx.nested:
         return _run_masked(ctx, graphs)
     try:

@@ -24,7 +24,7 @@ from tensorflow.python.ops import array_ops, handle_data_util
 
 from pfor_controlflow import deferred_sums, masking, trip_counts
 from pfor_controlflow.conditionals import truth
-from pfor_controlflow.functions import function_graph, scratch_graph, with_effects
+from pfor_controlflow.functions import function_graph, scratch_graph, stand_in, with_effects
 from pfor_controlflow.list_lengths import ListWithLengths
 from pfor_controlflow.list_views import ListView
 from pfor_controlflow.loop_vars import Loop, carried_out, length_change, stack_value
@@ -156,6 +156,8 @@ def convert_while(ctx):
     refused = _lists_refused(loop, per_iteration)
     if refused:
         return ctx.decline(refused)
+    if ctx.trial:
+        return _layouts_only(loop, per_iteration)
     if not per_iteration:
         return _run_invariant(loop, parallel)
     if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
@@ -177,6 +179,15 @@ def convert_while(ctx):
     if masking.pays(loop):
         return trip_counts.run_masked(loop, parallel)
     return trip_counts.run_subset(loop, parallel)
+
+
+def _layouts_only(loop, per_iteration):
+    """The loop's output layouts, for a trial conversion: a carried variable ends
+    stacked if it is stacked in the loop or the trip counts differ per iteration
+    (each iteration stops with its own value); the others are the loop's inputs."""
+    ctx = loop.ctx
+    return [stand_in(t, per_iteration or loop.stacked[k], ctx.n_static)
+            if k in loop.carried else loop.inputs[k] for k, t in enumerate(ctx.op.outputs)]
 
 
 def _lists_refused(loop, per_iteration):

@@ -67,6 +67,11 @@ def _initial(loop):
     return init, truth(start.stacked(0))
 
 
+def _where(mask):
+    """The positions where the bool vector ``mask`` holds (int32)."""
+    return tf.cast(tf.reshape(tf.where(mask), [-1]), tf.int32)
+
+
 def _effects(converted, check):
     return converted.side_effects + check.side_effects
 
@@ -148,15 +153,16 @@ def run_subset(loop, parallel):
                                      positions=rows)
         still = with_effects([truth(check.stacked(0))], _effects(converted, check))[0]
         done = tf.logical_not(still)
-        count = tf.reshape(tf.reduce_sum(tf.cast(done, tf.int32)), [1])
+        ended = _where(done)  # (gathers: far fewer ops to build than boolean masks)
+        count = tf.reshape(tf.size(ended), [1])
         arrays = finished.record(arrays, step, (
-            [tf.boolean_mask(rows, done)]
-            + [tf.boolean_mask(v, done) for v in carry[:len(kinds.rows)]]
+            [tf.gather(rows, ended)]
+            + [tf.gather(v, ended) for v in carry[:len(kinds.rows)]]
             + [tf.broadcast_to(v[None], tf.concat([count, tf.shape(v)], 0)) for v in changing]
             + [tf.fill(count, _LENGTH(input_handle=h)) for h in lists]))
         # Compact to the rows still running, only in steps where some finished.
         kept = [rows] + carry
-        kept = tf.cond(tf.reduce_any(done), lambda: [tf.boolean_mask(t, still) for t in kept],
+        kept = tf.cond(tf.reduce_any(done), lambda: [tf.gather(t, _where(still)) for t in kept],
                        lambda: kept)
         return step + 1, kept[0], kept[1:], lists, changing, arrays, steps
 
@@ -224,10 +230,18 @@ def run_masked(loop, parallel):
     def layouts(active, values, rows_of=None):
         def rows(value):  # a row's values, or those of the row it stands in for
             return value if rows_of is None else tf.gather(value, rows_of)
-        outside = [ListView(tensor=v.tensor, width=ctx.n, mask=active, aligned=k in kinds.aligned)
-                   if v.is_stacked and v.dtype == tf.variant else
-                   Stacked(tensor=rows(v.tensor)) if v.is_stacked and rows_of is not None
-                   else v for k, v in enumerate(loop.inputs)]
+
+        def from_outside(k, v):
+            if v.is_stacked and v.dtype == tf.variant:
+                return ListView(tensor=v.tensor, width=ctx.n, mask=active,
+                                aligned=k in kinds.aligned)
+            if not v.is_stacked or rows_of is None:
+                return v
+            if k in kinds.viewed:  # read by item: no copy of the whole value
+                return RowView(base=v.tensor, rows=rows_of)
+            return Stacked(tensor=rows(v.tensor))
+
+        outside = [from_outside(k, v) for k, v in enumerate(loop.inputs)]
         mine = [ListView(tensor=v, width=ctx.n, mask=active, aligned=k in kinds.aligned)
                 if k in kinds.lists else rows(v) if k in kinds.rows else v
                 for k, v in zip(loop.carried, values)]
