@@ -13,6 +13,10 @@ loop, sized to about 100 and 2,000 ops. For pf.pfor and for TensorFlow's built-i
 - ``dyn-n``: convert time and ops/op again with the number of iterations known only at
   run time (x's first dimension unknown), where static shapes cannot help.
 
+Then it converts while loops with per-iteration trip counts nested ``d`` deep (each
+body converted on trial once per layout of its inputs, so the work grows linearly with
+``d``): seconds to convert and function graphs converted (trials included).
+
 Then it times repeated eager calls: a ``pf.vmap``-decorated function (converted once,
 cached) vs ``tf.vectorized_map`` called eagerly (TensorFlow retraces and reconverts on
 every eager call) vs the hand-batched computation. ``--profile`` adds the cProfile top
@@ -34,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 import pfor_core as pf
+from pfor_core import api
 
 D = 16  # feature size of the chain body
 
@@ -140,6 +145,54 @@ def cost_table(sizes, n, repeats, fallback):
                          "ops/op", "dyn-n ms/op", "dyn-n ops/op"), rows)
 
 
+def nested_loops(depth: int, x, trips):
+    """A loop_fn with ``depth`` while loops inside each other, each running the
+    iteration's own number of steps (``trips[i]``)."""
+    def loop_fn(i):
+        xi, steps = tf.gather(x, i), tf.gather(trips, i)
+
+        def level(k, h):
+            if k == 0:
+                return tf.tanh(h) * 0.5 + xi
+            return tf.while_loop(lambda t, h: t < steps,
+                                 lambda t, h: (t + 1, level(k - 1, h)), (0, h))[1]
+
+        return level(depth, xi)
+    return loop_fn
+
+
+def conversions_of(depth, x, trips):
+    """(seconds, function graphs converted) for pf.pfor of ``nested_loops`` in a new
+    graph (``x`` and ``trips`` as NumPy arrays)."""
+    made = []
+    original = api._conversion  # pylint: disable=protected-access
+
+    def conversion(*args, **kwargs):
+        made.append(original(*args, **kwargs))
+        return made[-1]
+
+    api._conversion = conversion  # pylint: disable=protected-access
+    try:
+        with tf.Graph().as_default():
+            loop_fn = nested_loops(depth, tf.constant(x), tf.constant(trips))
+            _, seconds = _timed(lambda: pf.pfor(loop_fn, len(x), fallback="error"))
+    finally:
+        api._conversion = original  # pylint: disable=protected-access
+    return seconds, sum(sum(c.conversions.values()) for c in made[:1])
+
+
+def nested_table(depths, n):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((n, D)).astype(np.float32)
+    trips = rng.integers(0, 4, n).astype(np.int32)
+    conversions_of(1, x, trips)  # warm-up: loading the packs, first traces
+    rows = []
+    for depth in depths:
+        seconds, count = conversions_of(depth, x, trips)
+        rows.append((depth, count, f"{seconds:.2f}"))
+    return _bench.table(("while loops nested", "graphs converted", "convert s"), rows)
+
+
 def eager_table(n, budget, fallback):
     """Repeated eager calls of one MLP layer applied per example."""
     rng = np.random.default_rng(1)
@@ -191,6 +244,8 @@ def main(argv=None):
                         help="body sizes in ops (approximate)")
     parser.add_argument("--n", type=int, default=32, help="iterations")
     parser.add_argument("--repeats", type=int, default=3, help="conversions per figure (best)")
+    parser.add_argument("--depths", type=int, nargs="+", default=[1, 3, 5, 7],
+                        help="nesting depths of while loops with per-iteration trip counts")
     parser.add_argument("--budget", type=float, default=1.0,
                         help="seconds of timed calls per eager figure")
     parser.add_argument("--fallback", default="loop", choices=("loop", "error"),
@@ -206,6 +261,9 @@ def main(argv=None):
     print("\nconvert = trace + convert while a graph is built (n static); tf.function = "
           "get_concrete_function(), which adds building the function; ops/op = graph ops "
           "added per body op; dyn-n = the same with n known only at run time.\n")
+    print(nested_table(args.depths, args.n))
+    print("\ngraphs converted = function graphs the walk converted, trials included "
+          "(linear in the depth: each body once per layout of its inputs).\n")
     print(eager_table(args.n, args.budget, args.fallback))
     if args.profile:
         x, w, v = inputs(args.n)

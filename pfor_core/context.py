@@ -137,6 +137,13 @@ class ConvertContext:
         return False
 
     @property
+    def trial(self) -> bool:
+        """Whether this conversion only finds the layouts of the op's outputs (into a
+        graph that is thrown away, see ``convert_function``): a converter may then
+        return stand-ins of the right layouts instead of building the computation."""
+        return self._conversion.trial
+
+    @property
     def options(self):
         """The user's options for this conversion (fallback, randomness, ...)."""
         return self._conversion.options
@@ -225,9 +232,22 @@ class ConvertContext:
         ops that none of them needs are not converted.
         """
         child = self._conversion.child(positions, trial=trial)
-        outputs = child.convert_subgraph(graph, inputs, outputs)
-        return Converted(outputs=outputs, side_effects=list(child.side_effects),
-                         n=child.n, n_static=child.n_static)
+        if not trial:
+            outputs = child.convert_subgraph(graph, inputs, outputs)
+            return Converted(outputs=outputs, side_effects=list(child.side_effects),
+                             n=child.n, n_static=child.n_static)
+        # A trial's output layouts depend only on the function and its inputs' layouts:
+        # found once per conversion (a loop nested in loops is tried in every trial of
+        # theirs), stand-ins of those layouts afterwards.
+        wanted = list(graph.outputs if outputs is None else outputs)
+        key = (id(graph), tuple(id(t) for t in wanted), positions is None,
+               tuple(_signature(v) for v in inputs))
+        found = child.trial_layouts.get(key)
+        if found is None:
+            values = child.convert_subgraph(graph, inputs, wanted)
+            found = child.trial_layouts[key] = (graph, [v.is_stacked for v in values])
+        stand_ins = [_stand_in(t, stacked, child.n_static) for t, stacked in zip(wanted, found[1])]
+        return Converted(outputs=stand_ins, side_effects=[], n=child.n, n_static=child.n_static)
 
     def stacked_value(self, tensor) -> Stacked:
         """``Stacked(tensor=tensor)``."""
@@ -279,6 +299,25 @@ def checked(tensor: tf.Tensor, condition, data) -> tf.Tensor:
     check = tf.debugging.Assert(condition, strings, summarize=8)
     with tf.control_dependencies([check]):
         return tf.identity(tensor)
+
+
+def _signature(value) -> tuple:
+    """What a trial conversion's result may depend on in an input layout value."""
+    shape = value.shape
+    return (type(value).__name__, value.is_stacked, value.dtype,
+            None if shape.rank is None else tuple(shape.as_list()))
+
+
+def _stand_in(original, stacked: bool, n_static) -> Layout:
+    """A placeholder with the layout a trial found for the function output ``original``
+    (a stacked tensor list keeps a scalar handle, see layout.py)."""
+    if not stacked:
+        return Invariant(tensor=tf.raw_ops.Placeholder(dtype=original.dtype,
+                                                       shape=original.shape))
+    if original.dtype == tf.variant:
+        return Stacked(tensor=tf.raw_ops.Placeholder(dtype=tf.variant, shape=[]))
+    shape = tf.TensorShape([n_static]).concatenate(original.shape)
+    return Stacked(tensor=tf.raw_ops.Placeholder(dtype=original.dtype, shape=shape))
 
 
 def broadcast_invariant(tensor: tf.Tensor, n, n_static: int | None = None) -> tf.Tensor:

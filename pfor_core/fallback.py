@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import emit, empty
+from pfor_core import emit, empty, unrolled
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Stacked
 
@@ -29,6 +29,9 @@ def run_sequentially(op, layouts, conversion, reasons=()) -> list[Stacked]:
             f"(tf.TensorArray) or other variant, which the fallback loop cannot slice or "
             f"stack, and no converter handles it here.{why} Keep such lists "
             "loop-invariant, or create them inside the loop that uses them.")
+    if unrolled.applies(conversion):  # under XLA (see unrolled.py)
+        return unrolled.run_unrolled(op, layouts, conversion, used)
+    unrolled.check_loop(op, conversion)
     outputs = [t for t, u in zip(op.outputs, used) if u]
     arrays = tuple(tf.TensorArray(t.dtype, size=n, element_shape=t.shape,
                                   infer_shape=t.shape.is_fully_defined())
@@ -51,8 +54,9 @@ def run_sequentially(op, layouts, conversion, reasons=()) -> list[Stacked]:
 
     # Stateful ops keep the sequential order of a real loop.
     parallel = 1 if op._is_stateful else 10  # pylint: disable=protected-access
+    # maximum_iterations: under XLA, a gradient of the loop sizes its accumulators by it.
     _, arrays, _ = tf.while_loop(lambda i, *_: i < n, body, (tf.constant(0), arrays, firsts),
-                                 parallel_iterations=parallel)
+                                 parallel_iterations=parallel, maximum_iterations=n)
     collected = iter(zip(arrays, outputs))
     results = []
     for t, u in zip(op.outputs, used):

@@ -9,6 +9,7 @@ counterpart had control inputs is created after their conversions.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import heapq
 import warnings
@@ -90,6 +91,12 @@ class Conversion:
         self.records = records if records is not None else []
         self.side_effects: list[tf.Operation] = []  # outer ops of converted stateful ops
         self.reported = reported if reported is not None else Reported()
+        # Shared by the whole tree of child conversions: output layouts that trial
+        # conversions found, by function and input layouts (context.py), so that a
+        # body nested in several loops is converted on trial once per layout of its
+        # inputs, not once per enclosing trial; and how often each graph was converted.
+        self.trial_layouts: dict = {}
+        self.conversions: collections.Counter = collections.Counter()
 
     # -- entry points -------------------------------------------------------------
     def convert_body(self, body) -> list[Layout]:
@@ -128,10 +135,12 @@ class Conversion:
                            chunked=self.chunked, reported=self.reported)
         child.trial = trial or self.trial
         child.partial = self.partial or self._child_partial
+        child.trial_layouts, child.conversions = self.trial_layouts, self.conversions
         return child
 
     # -- the walk -----------------------------------------------------------------
     def _convert(self, graph, inputs: dict, outputs: list, must_run: list) -> list[Layout]:
+        self.conversions[graph.name] += 1
         values: dict[int, list[Layout]] = {}
         done: dict[int, list[tf.Operation]] = {}  # outer ops that complete a body op
         order, controlled = _ops_to_convert(graph, outputs, must_run)
@@ -235,7 +244,7 @@ class Conversion:
             return list(layouts[: len(op.outputs)])
         with ops.name_scope(_scope(op)):
             outs = emit.copy_op(op, [v.tensor for v in layouts])
-        return [type(v)(tensor=t) for v, t in zip(layouts, outs)]
+        return [_holding(v, t) for v, t in zip(layouts, outs)]
 
     def _try(self, entry, op, layouts, pattern, reasons, faults):
         """The converter's checked result, or None when it declines or is broken (it
@@ -324,6 +333,14 @@ def _stand_in(original, n_static):
         return tf.raw_ops.Placeholder(dtype=tf.variant, shape=[])
     shape = tf.TensorShape([n_static]).concatenate(original.shape)
     return tf.raw_ops.Placeholder(dtype=original.dtype, shape=shape)
+
+
+def _holding(value, tensor):
+    """``value`` holding ``tensor`` instead: a view keeps its other fields (a tensor
+    list's rows, ...); one that is no dataclass becomes a plain stacked value."""
+    if dataclasses.is_dataclass(value):
+        return dataclasses.replace(value, tensor=tensor)
+    return Stacked(tensor=tensor) if value.is_stacked else Invariant(tensor=tensor)
 
 
 def _scope(op) -> str:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Invariant, Stacked
+
+_R = tf.raw_ops
 from pfor_controlflow import masking, optionals
 from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph, select_rows,
-                                        with_effects)
+                                        stand_in, with_effects)
 
 
 def _branch_graphs(ctx):
@@ -56,6 +58,8 @@ def convert_invariant_selector(ctx):
         return ctx.decline("a branch function is not in the graph")
     inputs = list(ctx.inputs[1:])
     stacked = _stacked_outputs(ctx, graphs, inputs)
+    if ctx.trial:
+        return [stand_in(t, s, ctx.n_static) for t, s in zip(ctx.op.outputs, stacked)]
 
     def branch(graph):
         def run():
@@ -93,16 +97,19 @@ class _Rows:
         self.ctx, self.graphs = ctx, graphs
         if any(t.dtype == tf.resource for t in ctx.op.outputs):
             raise ValueError("a branch returns a resource")
-        self.inputs = []  # per input: None (a plain value) or the optional's spec
-        for k, value in enumerate(ctx.inputs[1:]):
-            spec = None
+        self.inputs = list(ctx.inputs[1:])
+        for k, value in enumerate(self.inputs):
             if value.is_stacked and is_handle(value) and not isinstance(
                     value, optionals.SplitOptional):
-                spec = optionals.input_spec(graphs, k)
-                if spec is None and any(g.inputs[k].consumers() for g in graphs):
-                    raise ValueError("per-iteration tensor lists or resources cross the "
-                                     "branches")
-            self.inputs.append(spec)
+                # An optional that came another way (popped from a while loop's
+                # accumulator): the forward conditional's, so one part per branch.
+                parts = tuple(optionals.input_spec([g], k) for g in graphs)
+                if all(p is None for p in parts):
+                    if any(g.inputs[k].consumers() for g in graphs):
+                        raise ValueError("per-iteration tensor lists or resources cross "
+                                         "the branches")
+                    continue
+                self.inputs[k] = optionals.SplitOptional(tensor=value.tensor, parts=parts)
         # Per variant output, per branch: the spec of its optional (None: no value).
         self.outputs = [[optionals.output_spec(g, j) for g in graphs]
                         if t.dtype == tf.variant else None
@@ -111,16 +118,14 @@ class _Rows:
     def gather(self, b, positions):
         """The conditional's inputs for branch ``b``'s rows at ``positions``."""
         rows = []
-        for value, spec in zip(self.ctx.inputs[1:], self.inputs):
+        for value in self.inputs:
             if not value.is_stacked:
                 rows.append(value)
             elif isinstance(value, optionals.SplitOptional):
                 rows.append(optionals.none() if value.parts[b] is None else optionals.wrap(
-                    tf.gather(c, positions) for c in value.part(b)))
+                    optionals.rows_of(c, positions) for c in value.part(b)))
             elif is_handle(value):
-                rows.append(optionals.none() if spec is None else optionals.wrap(
-                    tf.gather(c, positions) for c in
-                    optionals.components(value, spec, self.ctx.n)))
+                rows.append(optionals.none())  # read by no branch
             else:
                 rows.append(Stacked(tensor=tf.gather(value.tensor, positions)))
         return rows
@@ -142,6 +147,10 @@ class _Rows:
             pairs = [(t.dtype, t.shape)] if specs is None else (
                 [] if specs[b] is None else list(zip(*specs[b])))
             for dtype, shape in pairs:
+                if dtype == tf.variant:  # a loop's accumulator: no row reads it
+                    flat.append(_R.EmptyTensorList(element_shape=-1, max_num_elements=-1,
+                                                   element_dtype=tf.float32))
+                    continue
                 if not shape.is_fully_defined():
                     return None
                 flat.append(tf.zeros([0] + shape.as_list(), dtype))
@@ -188,21 +197,46 @@ def _run_masked(ctx, graphs):
         return ctx.decline(masking.refusal(ctx, "a conditional with a per-iteration "
                                            "predicate", repeated))
     taken = _branch_of_rows(ctx, len(graphs))
-    outs = []
-    for graph in graphs:
-        converted = ctx.convert_function(graph, list(ctx.inputs[1:]))
-        outs.append(with_effects([converted.stacked(j) for j in range(len(ctx.op.outputs))],
-                                 converted.side_effects)[:-1])
+    outs = [_run_on_all_rows(ctx, graph, tf.equal(taken, b)) for b, graph in enumerate(graphs)]
     result = outs[-1]
     for b in reversed(range(len(graphs) - 1)):
         result = [select_rows(tf.equal(taken, b), o, r) for o, r in zip(outs[b], result)]
     return [Stacked(tensor=t) for t in result]
 
 
+def _run_on_all_rows(ctx, graph, takes):
+    """A branch converted for all rows, of which those where ``takes`` holds keep its
+    outputs. Unless every op of the branch gives a result for any input, the other rows
+    compute on the inputs of a row that takes it (masking.stand_ins), and the branch
+    runs only if some row takes it: a loop in it could otherwise fail or run forever
+    on inputs the branch never sees in the loop."""
+    def run(inputs):
+        converted = ctx.convert_function(graph, inputs)
+        return with_effects([converted.stacked(j) for j in range(len(ctx.op.outputs))],
+                            converted.side_effects)[:-1]
+
+    if masking.total(graph):
+        return run(list(ctx.inputs[1:]))
+    rows = masking.stand_ins(takes)
+    inputs = [Stacked(tensor=tf.gather(v.tensor, rows)) if v.is_stacked else v
+              for v in ctx.inputs[1:]]
+    shapes = [tf.TensorShape([ctx.n_static]).concatenate(t.shape) for t in ctx.op.outputs]
+    if not all(s[1:].is_fully_defined() for s in shapes):
+        return run(inputs)
+    zeros = [tf.zeros(tf.concat([tf.reshape(ctx.n, [1]), tf.constant(s[1:].as_list(), tf.int32)],
+                                0), t.dtype) for s, t in zip(shapes, ctx.op.outputs)]
+    outs = tf.cond(tf.reduce_any(takes), lambda: run(inputs), lambda: zeros)
+    for out, shape in zip(outs, shapes):
+        out.set_shape(shape)
+    return outs
+
+
 def convert_stacked_selector(ctx):
     graphs = _branch_graphs(ctx)
     if graphs is None:
         return ctx.decline("a branch function is not in the graph")
+    if ctx.trial:  # rows take different branches: every output differs per iteration
+        return [stand_in(t, True, ctx.n_static) for t in ctx.op.outputs]
     if ctx.compiled or ctx.nested:
         return _run_masked(ctx, graphs)
     try:

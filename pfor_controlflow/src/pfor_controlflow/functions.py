@@ -6,6 +6,8 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow.python.framework import func_graph, function_def_to_graph
 
+from pfor_core.extend import Invariant, Stacked
+
 
 def function_graph(op, name: str):
     """The FuncGraph of the function ``name`` that ``op`` refers to, or None."""
@@ -58,6 +60,18 @@ def _find_function(graph, name):
 def scratch_graph(name: str = "pfor_trial"):
     """A throw-away function graph for trial conversions (captures outer tensors)."""
     return func_graph.FuncGraph(name)
+
+
+def stand_in(original, stacked: bool, n_static):
+    """A placeholder layout value like the body tensor ``original``, stacked or not:
+    what a trial conversion (``ctx.trial``) returns instead of building the op."""
+    if not stacked:
+        return Invariant(tensor=tf.raw_ops.Placeholder(dtype=original.dtype,
+                                                       shape=original.shape))
+    if original.dtype == tf.variant:  # a stacked list keeps a scalar handle
+        return Stacked(tensor=tf.raw_ops.Placeholder(dtype=tf.variant, shape=[]))
+    shape = tf.TensorShape([n_static]).concatenate(original.shape)
+    return Stacked(tensor=tf.raw_ops.Placeholder(dtype=original.dtype, shape=shape))
 
 
 def with_effects(tensors, effects) -> list:

@@ -33,9 +33,22 @@ class ListView(View):
     width: tf.Tensor
     rows: tf.Tensor | None = None  # int32 [m]: the rows being converted
     mask: tf.Tensor | None = None  # bool [width]: the rows whose writes count
+    # Whether the rows still running hold as many items as the whole list: it came in
+    # the same for all rows and the loop only writes or grows it (all running rows
+    # have run the same steps, and the longest).
+    aligned: bool = False
 
     def again(self, handle) -> "ListView":
-        return ListView(tensor=handle, width=self.width, rows=self.rows, mask=self.mask)
+        return dataclasses.replace(self, tensor=handle)
+
+
+def grows_only(op) -> bool:
+    """Whether ``op`` is a TensorListResize to ``maximum(its length, ...)`` (what a
+    converted write past the end emits)."""
+    if op.type != "TensorListResize" or op.inputs[1].op.type != "Maximum":
+        return False
+    return any(t.op.type == "TensorListLength" and t.op.inputs[0] is op.inputs[0]
+               for t in op.inputs[1].op.inputs)
 
     def materialize(self):
         """A plain stacked list of the rows being converted (all rows of a masked view);
@@ -96,6 +109,9 @@ def convert_push_back(ctx):
     view = _view(ctx)
     if view is None:
         return ctx.decline("not a list seen by a loop over some iterations")
+    if ctx.inputs[1].dtype == tf.variant:
+        return ctx.decline("a tensor list or optional (a conditional's intermediates) "
+                           "pushed in a loop with per-iteration trip counts")
     whole = _merge(view, ctx.stacked(1), None)
     return view.again(_R.TensorListPushBack(input_handle=view.tensor, tensor=whole))
 
@@ -114,9 +130,12 @@ def convert_get_item(ctx):
     view = _view(ctx)
     if view is None or any(v.is_stacked for v in ctx.inputs[1:]):
         return ctx.decline("not a list seen by a loop over some iterations at one index")
+    # The element shape given (rows prepended) makes an unset element read as zeros.
+    shape = ctx.inputs[2].tensor
+    if shape.shape.rank == 1:
+        shape = tf.concat([tf.reshape(tf.cast(view.width, shape.dtype), [1]), shape], 0)
     element = _R.TensorListGetItem(input_handle=view.tensor, index=ctx.inputs[1].tensor,
-                                   element_shape=tf.constant(-1, tf.int32),
-                                   element_dtype=ctx.attr("element_dtype"))
+                                   element_shape=shape, element_dtype=ctx.attr("element_dtype"))
     return Stacked(tensor=_rows_of(view, element))
 
 
@@ -138,6 +157,15 @@ def convert_set_item(ctx):
     return view.again(_R.TensorListSetItem(input_handle=handle, index=index, item=whole))
 
 
+def convert_resize(ctx):
+    """A resize that only grows the list (what a converted write past the end emits):
+    every row still running grows to the same size, the others keep their items."""
+    view = _view(ctx)
+    if view is None or ctx.inputs[1].is_stacked or not grows_only(ctx.op):
+        return ctx.decline("not a list seen by a loop over some iterations, grown")
+    return view.again(_R.TensorListResize(input_handle=view.tensor, size=ctx.inputs[1].tensor))
+
+
 def convert_element_shape(ctx):
     view = _view(ctx)
     if view is None:
@@ -148,8 +176,11 @@ def convert_element_shape(ctx):
 
 
 def convert_length(ctx):
-    if _view(ctx) is None:
+    view = _view(ctx)
+    if view is None:
         return ctx.decline("not a list seen by a loop over some iterations")
+    if view.aligned:
+        return Invariant(tensor=_R.TensorListLength(input_handle=view.tensor))
     raise ConversionError(
         f"pfor: {ctx.op_type} '{ctx.op.name}' reads the length of a tensor list inside a "
         "while loop whose trip count differs per iteration; the lengths differ per "
@@ -180,3 +211,4 @@ def register(registry):
     registry.add("TensorListElementShape", convert_element_shape, inputs="S", priority=10,
                  narrow=True)
     registry.add("TensorListLength", convert_length, inputs="S", priority=10, narrow=True)
+    registry.add("TensorListResize", convert_resize, inputs="S*", priority=10, narrow=True)

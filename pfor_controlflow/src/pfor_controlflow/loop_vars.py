@@ -7,7 +7,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Invariant, Stacked
-from pfor_controlflow.list_views import ListView
+from pfor_controlflow.list_views import ListView, grows_only
 
 
 class Loop:
@@ -32,6 +32,20 @@ class Loop:
             else:
                 values[k] = Stacked(tensor=value) if stacked[k] else Invariant(tensor=value)
         return values
+
+    @property
+    def maximum_iterations(self):
+        """The loop's ``maximum_iterations`` (an invariant tensor) where
+        ``tf.while_loop`` gave it one, else None. The converted loop passes it on:
+        it runs no more steps than that, and under XLA a gradient of the converted
+        loop needs it to size its accumulators."""
+        if len(self.inputs) < 2 or self.inputs[1].is_stacked or 1 in self.carried:
+            return None
+        counter, limit = self.cond.inputs[0], self.cond.inputs[1]
+        for op in self.cond.get_operations():
+            if op.type == "Less" and op.inputs[0] is counter and op.inputs[1] is limit:
+                return self.inputs[1].tensor
+        return None
 
     def shape_of(self, k, stacked=None) -> tf.TensorShape:
         """Shape invariant of carried variable ``k``, stacked or not."""
@@ -95,6 +109,52 @@ def pushes_per_step(body, k):
             return None
         out = out.op.inputs[0]
     return count
+
+
+def length_change(body, k) -> str:
+    """How a step of ``body`` changes the length of tensor list ``k``: "same" (writes
+    in place only), "pushes" (pushes, and writes in place), "writes" (writes that may
+    grow it), "pops" (pops and nothing else reads it) or "other" (resizes, several
+    kinds of change, a new list)."""
+    if _only_popped(body, k):
+        return "pops"
+    out, found = body.outputs[k], set()
+    while out is not body.inputs[k]:
+        op = out.op
+        if op.type == "TensorListPushBack":
+            found.add("pushes")
+        elif op.type == "TensorListSetItem":
+            if op.get_attr("resize_if_index_out_of_bounds"):
+                found.add("writes")
+        elif grows_only(op):
+            found.add("writes")
+        elif op.type != "Identity":
+            return "other"
+        out = op.inputs[0]
+    return found.pop() if len(found) == 1 else ("same" if not found else "other")
+
+
+def _only_popped(body, k) -> bool:
+    """Whether the body only pops list ``k`` (a gradient loop's accumulator)."""
+    pending, popped = [body.inputs[k]], False
+    while pending:
+        tensor = pending.pop()
+        for op in tensor.consumers():
+            if op.type not in ("Identity", "TensorListPopBack"):
+                return False
+            popped = popped or op.type == "TensorListPopBack"
+            pending.append(op.outputs[0])
+    return popped and _popped_through(body, k)
+
+
+def _popped_through(body, k) -> bool:
+    """Whether body output ``k`` comes from input ``k`` through Identity and PopBack."""
+    out = body.outputs[k]
+    while out is not body.inputs[k]:
+        if out.op.type not in ("Identity", "TensorListPopBack") or out.value_index != 0:
+            return False
+        out = out.op.inputs[0]
+    return True
 
 
 def starts_empty(value) -> bool:

@@ -24,9 +24,10 @@ from tensorflow.python.ops import array_ops, handle_data_util
 
 from pfor_controlflow import deferred_sums, masking, trip_counts
 from pfor_controlflow.conditionals import truth
-from pfor_controlflow.functions import function_graph, scratch_graph, with_effects
+from pfor_controlflow.functions import function_graph, scratch_graph, stand_in, with_effects
+from pfor_controlflow.list_lengths import ListWithLengths
 from pfor_controlflow.list_views import ListView
-from pfor_controlflow.loop_vars import Loop, carried_out, stack_value
+from pfor_controlflow.loop_vars import Loop, carried_out, length_change, stack_value
 
 
 def _placeholder(like, shape, stacked=False):
@@ -87,6 +88,7 @@ def _run_invariant(loop, parallel):
     init = [stack_value(ctx, loop.inputs[k]) if loop.stacked[k] else loop.inputs[k].tensor
             for k in loop.carried]
     result = tf.while_loop(cond, body, init, parallel_iterations=parallel,
+                           maximum_iterations=loop.maximum_iterations,
                            shape_invariants=[loop.shape_of(k) for k in loop.carried])
     return loop.layouts(result if loop.carried else [])
 
@@ -123,7 +125,9 @@ def _run_invariant_deferring(loop, parallel, deferred):
               for t in extra]
     shapes = ([loop.shape_of(k) for k in kept], [tf.TensorShape(None) for _ in arrays])
     values, arrays = tf.while_loop(cond, body, ([init[k] for k in kept], arrays),
-                                   parallel_iterations=parallel, shape_invariants=shapes)
+                                   parallel_iterations=parallel,
+                                   maximum_iterations=loop.maximum_iterations,
+                                   shape_invariants=shapes)
     result = dict(zip(kept, values))
     arrays = iter(arrays)
     for k, products in deferred.items():
@@ -148,7 +152,13 @@ def convert_while(ctx):
     loop = Loop(ctx, cond, body)
     loop.stacked = _find_stacked(loop, loop.stacked)
     parallel = ctx.attr("parallel_iterations") if ctx.has_attr("parallel_iterations") else 10
-    if not _cond_is_stacked(loop):
+    per_iteration = _cond_is_stacked(loop)
+    refused = _lists_refused(loop, per_iteration)
+    if refused:
+        return ctx.decline(refused)
+    if ctx.trial:
+        return _layouts_only(loop, per_iteration)
+    if not per_iteration:
         return _run_invariant(loop, parallel)
     if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
         return ctx.decline("per-iteration trip counts with a resource carried through the loop")
@@ -169,6 +179,31 @@ def convert_while(ctx):
     if masking.pays(loop):
         return trip_counts.run_masked(loop, parallel)
     return trip_counts.run_subset(loop, parallel)
+
+
+def _layouts_only(loop, per_iteration):
+    """The loop's output layouts, for a trial conversion: a carried variable ends
+    stacked if it is stacked in the loop or the trip counts differ per iteration
+    (each iteration stops with its own value); the others are the loop's inputs."""
+    ctx = loop.ctx
+    return [stand_in(t, per_iteration or loop.stacked[k], ctx.n_static)
+            if k in loop.carried else loop.inputs[k] for k, t in enumerate(ctx.op.outputs)]
+
+
+def _lists_refused(loop, per_iteration):
+    """Why the loop cannot take a tensor list whose rows hold their own numbers of
+    items (list_lengths.py), or None. A loop with per-iteration trip counts pops such
+    a list as a gradient loop pops its accumulators; nothing else keeps each row's
+    items where that row's steps look for them."""
+    for k, value in enumerate(loop.inputs):
+        if not isinstance(value, ListWithLengths):
+            continue
+        if not (per_iteration and k in loop.carried and value.right_aligned
+                and length_change(loop.body, k) == "pops"):
+            return ("a tensor list whose iterations hold different numbers of items (grown "
+                    "by a loop with per-iteration trip counts) enters a loop that does "
+                    "more than pop it")
+    return None
 
 
 def register(registry):

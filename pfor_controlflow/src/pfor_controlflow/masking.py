@@ -12,7 +12,9 @@ Running a body on finished rows is only harmless when nothing in it can fail on 
 values those rows hold (an index one past the end of a sequence fails a gather on the
 CPU) and nothing in it has an effect (a finished row would add to a variable, print
 or assert once more). ``pays`` therefore asks for a small body made of total ops only;
-``effects`` names what forbids masking where it is the only choice.
+``effects`` names what forbids masking where it is the only choice. Where masking is
+the only choice and the body is not total, rows that should not run compute on the
+values of a row that does (``stand_ins``), so they cannot fail or run forever.
 """
 
 from __future__ import annotations
@@ -70,12 +72,31 @@ def pays(loop) -> bool:
         size += shape.num_elements()
     if size > SMALL_ROW:
         return False
-    # The condition runs on every row in the sequential loop too: only what it
-    # computes from the loop variables must be total there. The body runs on rows that
-    # never start, so all of it must be.
+    return total_loop(loop)
+
+
+def total_loop(loop) -> bool:
+    """Whether body and condition give a result for any values of the loop variables.
+    The condition runs on every row in the sequential loop too: only what it computes
+    from the loop variables must be total there. The body runs on rows that never
+    start, so all of it must be."""
     varying = {loop.cond.inputs[k].ref() for k in loop.carried}
-    return (all(_total(op) for op in loop.body.get_operations())
-            and all(_total(op) for op in _downstream(loop.cond, varying)))
+    return total(loop.body) and all(_total(op) for op in _downstream(loop.cond, varying))
+
+
+def total(graph) -> bool:
+    """Whether every op of ``graph`` gives a result for any input values."""
+    return all(_total(op) for op in graph.get_operations())
+
+
+def stand_ins(runs: tf.Tensor) -> tf.Tensor:
+    """Per row, the row whose values it computes on when everything runs masked: its
+    own where ``runs`` (a bool vector) holds, else the first row that runs. A row that
+    should not run then computes what a row that runs computes, which cannot fail,
+    loop forever or read out of range where the loop itself does not (the rows that
+    do not run are thrown away after)."""
+    first = tf.argmax(tf.cast(runs, tf.int32), output_type=tf.int32)
+    return tf.where(runs, tf.range(tf.size(runs, out_type=tf.int32)), first)
 
 
 def effects(*graphs) -> list[str]:

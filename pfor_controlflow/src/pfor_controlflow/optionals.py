@@ -8,6 +8,10 @@ converted output is a ``SplitOptional``: the components of every branch's part, 
 filled in that branch's rows (zeros elsewhere), one after the other. The gradient
 conditional (same predicate, branches in the same order) hands each of its branches
 its own part.
+
+A component that is a tensor list (a while loop's accumulator, when the loop is in a
+branch) has no rows to place: it stays as the branch made it, its rows those of the
+branch in order, which is how the gradient conditional's branch sees them again.
 """
 
 from __future__ import annotations
@@ -46,8 +50,19 @@ class SplitOptional(View):
         every = [(d, s) for p in self.parts if p is not None for d, s in zip(*p)]
         values = _R.OptionalGetValue(
             optional=self.tensor, output_types=[d for d, _ in every],
-            output_shapes=[tf.TensorShape([None]).concatenate(s) for _, s in every])
+            output_shapes=[stacked_shape(d, s) for d, s in every])
         return list(values[start:start + len(dtypes)])
+
+
+def stacked_shape(dtype, shape) -> tf.TensorShape:
+    """The shape of a stacked component (a tensor list keeps its scalar handle)."""
+    return shape if dtype == tf.variant else tf.TensorShape([None]).concatenate(shape)
+
+
+def rows_of(component, positions):
+    """The rows at ``positions`` of a stacked component; a tensor list is already a
+    branch's own (see the module docstring)."""
+    return component if component.dtype == tf.variant else tf.gather(component, positions)
 
 
 def output_spec(graph, j):
@@ -82,11 +97,13 @@ def components(value, spec, n) -> list[tf.Tensor]:
     """The components of an optional layout value as stacked tensors of ``n`` rows."""
     dtypes, shapes = spec
     stacked = value.is_stacked
-    shapes = [tf.TensorShape([None]).concatenate(s) if stacked else s for s in shapes]
+    shapes = [stacked_shape(d, s) if stacked else s for d, s in zip(dtypes, shapes)]
     parts = _R.OptionalGetValue(optional=value.tensor, output_types=dtypes,
                                 output_shapes=shapes)
     if stacked:
         return list(parts)
+    if tf.variant in dtypes:
+        raise ValueError("an invariant tensor list among a branch's intermediates")
     return [tf.broadcast_to(p[None], tf.concat([tf.reshape(n, [1]), tf.shape(p)], 0))
             for p in parts]
 
@@ -100,7 +117,8 @@ def zeros(spec, n) -> list[tf.Tensor]:
 def split(parts, positions, pieces, n) -> SplitOptional:
     """Each branch's components placed in its rows: ``pieces[b]`` for ``positions[b]``."""
     rows = tf.reshape(n, [1])
-    filled = [tf.scatter_nd(p[:, None], c, tf.concat([rows, tf.shape(c)[1:]], 0))
+    filled = [c if c.dtype == tf.variant else
+              tf.scatter_nd(p[:, None], c, tf.concat([rows, tf.shape(c)[1:]], 0))
               for p, cs in zip(positions, pieces) for c in cs]
     return SplitOptional(tensor=_R.OptionalFromValue(components=filled) if filled
                          else _R.OptionalNone(), parts=tuple(parts))
@@ -123,7 +141,8 @@ def convert_get_value(ctx):
     if not value.is_stacked:
         return ctx.decline("an invariant optional reads the same in every iteration")
     dtypes, shapes = list(ctx.attr("output_types")), ctx.attr("output_shapes")
-    stacked = [ctx.stacked_shape(s) for s in shapes]
+    stacked = [tf.TensorShape(s) if d == tf.variant else
+               tf.TensorShape([ctx.n_static]).concatenate(s) for d, s in zip(dtypes, shapes)]
     if isinstance(value, SplitOptional):
         # Outside a matching conditional: the parts of this type (in disjoint rows) add up.
         parts = [b for b, p in enumerate(value.parts) if p is not None and p[0] == dtypes

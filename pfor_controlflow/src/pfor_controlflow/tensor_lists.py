@@ -12,6 +12,11 @@ one tensor ``[T, n, ...]`` and gathers / scatters at ``(index[j], j)``: O(T) wor
 op, but exact. Per-iteration list lengths or element shapes (a stacked size or
 element-shape input) would make the list ragged: those decline or, for ops creating a
 list, raise (the fallback loop cannot produce a stacked list).
+
+A loop with per-iteration trip counts that grows a list leaves each row its own number
+of items: a ``ListWithLengths``. Reads check their indices against the row's length and
+whole-list reads check that all rows agree, as the loop would fail or give a
+different shape otherwise; ops that would need per-row positions decline.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import handle_data_util
 
 from pfor_core.extend import ConversionError, Invariant, Stacked, shapes
+from pfor_controlflow.optionals import SplitOptional
+from pfor_controlflow.list_lengths import (ListWithLengths, known_lengths, own_positions,
+                                           same_lengths, then)
 
 _R = tf.raw_ops
 
@@ -31,10 +39,19 @@ class _Decline(Exception):
     """Raised by helpers to decline the whole conversion with a reason."""
 
 
-def _declining(fn):
+def _declining(fn=None, *, rows_own_lengths=False, optionals=False):
+    """Decline on a ``_Decline`` and on special layouts (``ListWithLengths`` too,
+    unless ``rows_own_lengths``, and a conditional's split optionals, unless
+    ``optionals``: the converter then handles them)."""
+    if fn is None:
+        return functools.partial(_declining, rows_own_lengths=rows_own_lengths,
+                                 optionals=optionals)
+    plain = ((Stacked, Invariant) + ((ListWithLengths,) if rows_own_lengths else ())
+             + ((SplitOptional,) if optionals else ()))
+
     @functools.wraps(fn)
     def convert(ctx):
-        if any(type(v) not in (Stacked, Invariant) for v in ctx.inputs):
+        if any(type(v) not in plain for v in ctx.inputs):
             # e.g. a list seen by a loop over some iterations only (a subclass of
             # Stacked whose rows are not this conversion's): not a plain list.
             return ctx.decline("an input is a special layout, not a plain list")
@@ -244,6 +261,36 @@ def _second_n(ctx, shape: tf.Tensor) -> tf.Tensor:
     return tf.concat([shape[:1], n, shape[1:]], 0)
 
 
+# -- lists whose rows hold their own numbers of items -----------------------------------
+def _pop_own(ctx, shape):
+    """PopBack of a right-aligned list: every row's last item is at the end."""
+    value = ctx.inputs[0]
+    if not value.right_aligned or ctx.attr("element_dtype") == tf.variant:
+        raise _Decline("a tensor list whose rows hold their own numbers of items, not "
+                       "at the end of the list")
+    handle = value.tensor
+    lengths = value.lengths
+    if lengths is not None:
+        handle = then(tf.debugging.assert_positive(lengths, message=(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' pops from an empty tensor list")), handle)
+        lengths = lengths - 1
+    out, item = ctx.emit(handle, _prepend_n(ctx, shape))
+    return [ListWithLengths(tensor=out, lengths=lengths, right_aligned=True),
+            _stacked_out(ctx, item, 1)]
+
+
+def _push_own(ctx):
+    """PushBack onto a right-aligned list: every row's new item goes at the end."""
+    value = ctx.inputs[0]
+    if (not isinstance(value, ListWithLengths) or not value.right_aligned
+            or ctx.attr("element_dtype") == tf.variant):
+        raise _Decline("a tensor list whose rows hold their own numbers of items, not "
+                       "at the end of the list")
+    out = ctx.emit(value.tensor, ctx.stacked(1))[0]
+    lengths = None if value.lengths is None else value.lengths + 1
+    return ListWithLengths(tensor=out, lengths=lengths, right_aligned=True)
+
+
 # -- converters ---------------------------------------------------------------------------
 @_declining
 def convert_from_tensor(ctx):
@@ -264,10 +311,11 @@ def convert_set_item(ctx):
                                    ctx.attr("resize_if_index_out_of_bounds")))
 
 
-@_declining
+@_declining(rows_own_lengths=True)
 def convert_get_item(ctx):
     handle, index, _ = ctx.inputs
     shape = _invariant_input(ctx, 2, "element shape")
+    index = own_positions(ctx, handle, index)
     if not handle.is_stacked:  # each iteration reads its own position of one list
         out = _R.TensorListGather(input_handle=handle.tensor, indices=index.tensor,
                                   element_shape=shape, element_dtype=ctx.attr("element_dtype"))
@@ -279,17 +327,18 @@ def convert_get_item(ctx):
     return _stacked_out(ctx, out)
 
 
-@_declining
+@_declining(rows_own_lengths=True)
 def convert_stack(ctx):
     shape = _invariant_input(ctx, 1, "element shape")
-    items = ctx.emit(ctx.inputs[0].tensor, _prepend_n(ctx, shape))[0]
+    items = ctx.emit(same_lengths(ctx, ctx.inputs[0]), _prepend_n(ctx, shape))[0]
     return _stacked_out(ctx, _swap01(items))
 
 
-@_declining
+@_declining(rows_own_lengths=True)
 def convert_gather(ctx):
     handle, indices, _ = ctx.inputs
     shape = _invariant_input(ctx, 2, "element shape")
+    indices = own_positions(ctx, handle, indices)
     if not handle.is_stacked:  # one gather of all iterations' indices
         flat = shapes.merge_leading(indices.tensor, 2, ctx.n)
         values = ctx.emit(handle.tensor, flat, shape)[0]
@@ -327,11 +376,19 @@ def convert_scatter_new_list(ctx):
     return Stacked(tensor=_scatter(ctx, base, indices.tensor, values, resize=True))
 
 
-@_declining
+@_declining(rows_own_lengths=True, optionals=True)
 def convert_push_back(ctx):
     dtype = ctx.attr("element_dtype")
+    if isinstance(ctx.inputs[0], ListWithLengths) or isinstance(ctx.inputs[1], ListWithLengths):
+        return _push_own(ctx)
     try:
         handle = stack_list(ctx, ctx.inputs[0], dtype)
+        if dtype == tf.variant and _is_optional(ctx.op.inputs[1]):
+            # A conditional's intermediates, accumulated by a while loop: a stacked
+            # optional is pushed as it is (its pops go to the gradient conditional).
+            if not ctx.inputs[1].is_stacked:
+                raise _Decline("an optional the same in every iteration")
+            return Stacked(tensor=ctx.emit(handle, ctx.inputs[1].tensor)[0])
         # A list of lists (what a second derivative accumulates) holds stacked lists.
         item = stack_list(ctx, ctx.inputs[1]) if dtype == tf.variant else ctx.stacked(1)
     except ValueError as err:
@@ -339,10 +396,12 @@ def convert_push_back(ctx):
     return ctx.emit_stacked(handle, item)
 
 
-@_declining
+@_declining(rows_own_lengths=True)
 def convert_pop_back(ctx):
     shape = _invariant_input(ctx, 1, "element shape")
     dtype = ctx.attr("element_dtype")
+    if isinstance(ctx.inputs[0], ListWithLengths):
+        return _pop_own(ctx, shape)
     try:
         handle = stack_list(ctx, ctx.inputs[0], dtype)
     except ValueError as err:
@@ -354,13 +413,16 @@ def convert_pop_back(ctx):
     return [Stacked(tensor=out), _stacked_out(ctx, item, 1)]
 
 
-@_declining
+@_declining(rows_own_lengths=True)
 def convert_length(ctx):
-    """Every iteration's list has the same length."""
-    return Invariant(tensor=ctx.emit(ctx.inputs[0].tensor)[0])
+    """Every iteration's list has the same length, unless the rows hold their own."""
+    value = ctx.inputs[0]
+    if isinstance(value, ListWithLengths):
+        return Stacked(tensor=known_lengths(ctx, value))
+    return Invariant(tensor=ctx.emit(value.tensor)[0])
 
 
-@_declining
+@_declining(rows_own_lengths=True)
 def convert_element_shape(ctx):
     """The stacked list's element shape without its leading n (unknown rank kept)."""
     shape = ctx.emit(ctx.inputs[0].tensor)[0]
@@ -372,12 +434,12 @@ def convert_element_shape(ctx):
                                     lambda: tf.reshape(shape, [tf.size(shape)])[1:]))
 
 
-@_declining
+@_declining(rows_own_lengths=True)
 def convert_concat(ctx):
     """Per-iteration concat of elements [n, d_t, ...] along d_t -> [n, sum d_t, ...]."""
     shape = _invariant_input(ctx, 1, "element shape")
     leading = _invariant_input(ctx, 2, "leading dims")
-    handle = ctx.inputs[0].tensor
+    handle = same_lengths(ctx, ctx.inputs[0])
     static = tf.get_static_value(shape)
     if static is not None and static.ndim == 1 and static.size and static[0] >= 0:
         # Every element has this leading dim: one stack and a reshape.
@@ -444,6 +506,15 @@ def convert_split(ctx):
     with tf.control_dependencies([check]):
         _, out = tf.while_loop(lambda t, _: t < count, body, (tf.constant(0), out))
     return Stacked(tensor=out)
+
+
+def _is_optional(tensor) -> bool:
+    """Whether a body tensor is an optional: made by an optional op or output by a
+    conditional (tf.cond's gradient intermediates)."""
+    while tensor.op.type == "Identity":
+        tensor = tensor.op.inputs[0]
+    return tensor.op.type in ("OptionalFromValue", "OptionalNone", "If", "StatelessIf",
+                              "Case", "StatelessCase")
 
 
 def _summed_dtype(ctx):

@@ -24,12 +24,13 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Invariant, Stacked
-from pfor_controlflow import deferred_sums, row_views
+from pfor_controlflow import deferred_sums, masking, row_views
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import select_rows, with_effects
+from pfor_controlflow.list_lengths import ListWithLengths
 from pfor_controlflow.list_views import ListView, right_align
-from pfor_controlflow.loop_vars import (carried_out, list_out, pushed_by, pushes_per_step,
-                                        stack_value, starts_empty)
+from pfor_controlflow.loop_vars import (carried_out, length_change, list_out, pushed_by,
+                                        pushes_per_step, stack_value, starts_empty)
 from pfor_controlflow.row_views import RowView
 
 _LENGTH = tf.raw_ops.TensorListLength
@@ -43,6 +44,11 @@ class _Kinds:
         self.rows = [k for k in loop.carried if loop.stacked[k] and not variant[k]
                      and k not in deferred]  # deferred sums: deferred_sums.py
         self.lists = [k for k in loop.carried if loop.stacked[k] and variant[k]]
+        self.change = {k: length_change(loop.body, k) for k in self.lists}
+        # Lists whose running rows hold as many items as the whole list (list_views.py).
+        self.aligned = {k for k, v in enumerate(loop.inputs) if variant[k]
+                        and type(v) in (Stacked, Invariant)
+                        and self.change.get(k, "same") in ("same", "pushes", "writes")}
         self.changing = [k for k in loop.carried if not loop.stacked[k]]
         # Per-iteration values read from outside the loop: compacted with the rows,
         # or seen through a row view where the body reads one item of them.
@@ -59,6 +65,11 @@ def _initial(loop):
             for k in loop.carried}
     start = ctx.convert_function(loop.cond, loop.layouts([init[k] for k in loop.carried]))
     return init, truth(start.stacked(0))
+
+
+def _where(mask):
+    """The positions where the bool vector ``mask`` holds (int32)."""
+    return tf.cast(tf.reshape(tf.where(mask), [-1]), tf.int32)
 
 
 def _effects(converted, check):
@@ -112,12 +123,14 @@ def run_subset(loop, parallel):
     finished = _Finished(loop, kinds)
 
     def layouts(rows, carry, lists, changing):
-        values = [ListView(tensor=v.tensor, width=ctx.n, rows=rows)
-                  if v.is_stacked and v.dtype == tf.variant else v for v in loop.inputs]
+        values = [ListView(tensor=v.tensor, width=ctx.n, rows=rows, aligned=k in kinds.aligned)
+                  if v.is_stacked and v.dtype == tf.variant else v
+                  for k, v in enumerate(loop.inputs)]
         for k, value in zip(kinds.rows + kinds.outside, carry):
             values[k] = Stacked(tensor=value)
         for k, handle in zip(kinds.lists, lists):
-            values[k] = ListView(tensor=handle, width=ctx.n, rows=rows)
+            values[k] = ListView(tensor=handle, width=ctx.n, rows=rows,
+                                 aligned=k in kinds.aligned)
         for k, value in zip(kinds.changing, changing):
             values[k] = Invariant(tensor=value)
         for k in deferred:
@@ -140,15 +153,16 @@ def run_subset(loop, parallel):
                                      positions=rows)
         still = with_effects([truth(check.stacked(0))], _effects(converted, check))[0]
         done = tf.logical_not(still)
-        count = tf.reshape(tf.reduce_sum(tf.cast(done, tf.int32)), [1])
+        ended = _where(done)  # (gathers: far fewer ops to build than boolean masks)
+        count = tf.reshape(tf.size(ended), [1])
         arrays = finished.record(arrays, step, (
-            [tf.boolean_mask(rows, done)]
-            + [tf.boolean_mask(v, done) for v in carry[:len(kinds.rows)]]
+            [tf.gather(rows, ended)]
+            + [tf.gather(v, ended) for v in carry[:len(kinds.rows)]]
             + [tf.broadcast_to(v[None], tf.concat([count, tf.shape(v)], 0)) for v in changing]
             + [tf.fill(count, _LENGTH(input_handle=h)) for h in lists]))
         # Compact to the rows still running, only in steps where some finished.
         kept = [rows] + carry
-        kept = tf.cond(tf.reduce_any(done), lambda: [tf.boolean_mask(t, still) for t in kept],
+        kept = tf.cond(tf.reduce_any(done), lambda: [tf.gather(t, _where(still)) for t in kept],
                        lambda: kept)
         return step + 1, kept[0], kept[1:], lists, changing, arrays, steps
 
@@ -164,7 +178,8 @@ def run_subset(loop, parallel):
              [init[k] for k in kinds.changing], arrays, steps)
     count, _, _, lists, _, arrays, steps = tf.while_loop(
         lambda step, rows, *_: tf.size(rows) > 0, body, start,
-        parallel_iterations=parallel, shape_invariants=shapes)
+        parallel_iterations=parallel, maximum_iterations=loop.maximum_iterations,
+        shape_invariants=shapes)
     ids, *values = finished.finish(arrays, ctx.n)
     everyone = tf.range(ctx.n)
 
@@ -187,27 +202,60 @@ def run_subset(loop, parallel):
         pushed = pushed_by(loop.body, k)
         if pushed is not None:  # a stack (e.g. a gradient's accumulator): see list_views
             handle = right_align(handle, lengths, pushed)
-        layouts[k] = Stacked(tensor=handle)
+        layouts[k] = _list_result(loop, kinds, k, handle, lengths)
     return layouts
+
+
+def _list_result(loop, kinds, k, handle, lengths):
+    """The loop's output for tensor list ``k``: a plain stacked list while its rows
+    hold the same number of items, else a ``ListWithLengths`` (list_lengths.py) with
+    ``lengths`` (each row's length when it finished) where they are right."""
+    change, before = kinds.change[k], loop.inputs[k]
+    if isinstance(before, ListWithLengths):  # popped only (see convert_while)
+        return ListWithLengths(tensor=handle, right_aligned=True)
+    if change == "same":
+        return Stacked(tensor=handle)
+    known = lengths if change in ("pushes", "writes") else None
+    return ListWithLengths(tensor=handle, lengths=known,
+                           right_aligned=pushed_by(loop.body, k) is not None)
 
 
 # -- masked -------------------------------------------------------------------------------
 def run_masked(loop, parallel):
     ctx, kinds = loop.ctx, _Kinds(loop)
     init, active = _initial(loop)
+    # Rows not running compute on a running row's values unless nothing can fail.
+    stand_in = not masking.total_loop(loop)
 
-    def layouts(active, values):
-        outside = [ListView(tensor=v.tensor, width=ctx.n, mask=active)
-                   if v.is_stacked and v.dtype == tf.variant else v for v in loop.inputs]
-        mine = [ListView(tensor=v, width=ctx.n, mask=active) if k in kinds.lists else v
+    def layouts(active, values, rows_of=None):
+        def rows(value):  # a row's values, or those of the row it stands in for
+            return value if rows_of is None else tf.gather(value, rows_of)
+
+        def from_outside(k, v):
+            if v.is_stacked and v.dtype == tf.variant:
+                return ListView(tensor=v.tensor, width=ctx.n, mask=active,
+                                aligned=k in kinds.aligned)
+            if not v.is_stacked or rows_of is None:
+                return v
+            if k in kinds.viewed:  # read by item: no copy of the whole value
+                return RowView(base=v.tensor, rows=rows_of)
+            return Stacked(tensor=rows(v.tensor))
+
+        outside = [from_outside(k, v) for k, v in enumerate(loop.inputs)]
+        mine = [ListView(tensor=v, width=ctx.n, mask=active, aligned=k in kinds.aligned)
+                if k in kinds.lists else rows(v) if k in kinds.rows else v
                 for k, v in zip(loop.carried, values)]
         return loop.layouts(mine, outside=outside)
 
-    def body(active, values, finals, ran):
-        converted = ctx.convert_function(loop.body, layouts(active, values))
+    # Lists the body writes past the end of: each row's length when it finishes.
+    written = [k for k in kinds.lists if kinds.change[k] == "writes"]
+
+    def body(active, values, finals, ran, sizes):
+        rows_of = masking.stand_ins(active) if stand_in else None
+        converted = ctx.convert_function(loop.body, layouts(active, values, rows_of))
         outs = [list_out(converted, k).tensor if k in kinds.lists else
                 carried_out(loop, converted, k) for k in loop.carried]
-        check = ctx.convert_function(loop.cond, layouts(active, outs))
+        check = ctx.convert_function(loop.cond, layouts(active, outs, rows_of))
         still = tf.logical_and(truth(check.stacked(0)), active)
         new = [select_rows(active, o, v) if k in kinds.rows else o
                for k, o, v in zip(loop.carried, outs, values)]
@@ -216,19 +264,23 @@ def run_masked(loop, parallel):
         finals = [select_rows(done, tf.broadcast_to(by_k[k][None], tf.shape(f)), f)
                   for f, k in zip(finals, kinds.changing)]
         ran = ran + tf.cast(active, tf.int32)
+        sizes = [tf.where(done, _LENGTH(input_handle=by_k[k]), s) for k, s in zip(written, sizes)]
         still = with_effects([still], _effects(converted, check))[0]
-        return still, new, finals, ran
+        return still, new, finals, ran, sizes
 
     n = tf.TensorShape([None])  # converted ops may lose the static row count
     shapes = (n, [n.concatenate(loop.body.inputs[k].shape) if k in kinds.rows
                   else loop.shape_of(k) for k in loop.carried],
-              [n.concatenate(loop.body.inputs[k].shape) for k in kinds.changing], n)
+              [n.concatenate(loop.body.inputs[k].shape) for k in kinds.changing], n,
+              [n for _ in written])
     start = (active, [init[k] for k in loop.carried],
              [ctx.stack(loop.inputs[k]) for k in kinds.changing],
-             tf.zeros([ctx.n], tf.int32))
-    _, values, finals, ran = tf.while_loop(
+             tf.zeros([ctx.n], tf.int32),
+             [tf.fill([ctx.n], _LENGTH(input_handle=init[k])) for k in written])
+    _, values, finals, ran, sizes = tf.while_loop(
         lambda active, *_: tf.reduce_any(active), body, start,
-        parallel_iterations=parallel, shape_invariants=shapes)
+        parallel_iterations=parallel, maximum_iterations=loop.maximum_iterations,
+        shape_invariants=shapes)
     for value, k in zip(values, loop.carried):
         value.set_shape(loop.shape_of(k))
     for final, k in zip(finals, kinds.changing):
@@ -236,14 +288,17 @@ def run_masked(loop, parallel):
     layouts = loop.layouts(values)
     for k, final in zip(kinds.changing, finals):
         layouts[k] = Stacked(tensor=final)
+    sizes = dict(zip(written, sizes))
     for k in kinds.lists:
         pushed = pushed_by(loop.body, k)
+        handle, length = layouts[k].tensor, sizes.get(k)
         if pushed is not None:
             # Each row's items: those the list started with, then the pushes of the
             # steps it ran (XLA's list length is the reserved size, not the count).
             start = 0 if starts_empty(ctx.op.inputs[k]) else _LENGTH(input_handle=init[k])
             length = start + pushes_per_step(loop.body, k) * ran
-            layouts[k] = Stacked(tensor=right_align(layouts[k].tensor, length, pushed))
+            handle = right_align(handle, length, pushed)
+        layouts[k] = _list_result(loop, kinds, k, handle, length)
     return layouts
 
 

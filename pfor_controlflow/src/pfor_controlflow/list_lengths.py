@@ -1,0 +1,85 @@
+"""Tensor lists whose iterations hold their own numbers of items.
+
+A while loop with per-iteration trip counts that grows a tensor list (pushes, or
+writes past the end, as a ``TensorArray`` of dynamic size does) leaves every iteration
+a list of its own length, all kept in one stacked list as long as the longest. The
+loop converter returns such a list as a ``ListWithLengths``; the tensor-list
+converters read it by each row's own items: an index past a row's end raises, as
+the loop does, and a whole-list read (stack, concat) checks that all rows agree,
+since the loop's values would otherwise differ in shape between iterations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from pfor_core.extend import ConversionError, Stacked, shapes
+
+_R = tf.raw_ops
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ListWithLengths(Stacked):
+    """A stacked list whose rows hold their own numbers of items: ``lengths`` ([n]
+    int32, None where not known). The items are at the start of each row's list, or
+    at its end with ``right_aligned`` (pushes, which a gradient loop pops)."""
+
+    lengths: tf.Tensor | None = None
+    right_aligned: bool = False
+
+
+def known_lengths(ctx, value: ListWithLengths) -> tf.Tensor:
+    """The rows' lengths; raises where they are not known."""
+    if value.lengths is None:
+        raise ConversionError(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' reads a tensor list that a while loop "
+            "with per-iteration trip counts shrank or resized, so its iterations hold "
+            "numbers of items pfor does not track. Read the list inside that loop, or "
+            "keep a count as a loop variable.")
+    return value.lengths
+
+
+def then(check, tensor):
+    """``tensor``, available only after ``check`` ran."""
+    with tf.control_dependencies([check]):
+        return tf.identity(tensor)
+
+
+def own_positions(ctx, handle, index):
+    """``index`` (a layout value: the positions each row reads) checked against the
+    rows' lengths of a ``ListWithLengths`` (the loop raises for a position past the
+    end) and moved to where each row's items are."""
+    if not isinstance(handle, ListWithLengths):
+        return index
+    lengths = known_lengths(ctx, handle)
+    positions = index.tensor if index.is_stacked else tf.broadcast_to(
+        index.tensor[None], tf.concat([tf.shape(lengths), tf.shape(index.tensor)], 0))
+    rows = shapes.reshape(lengths, [-1] + [1] * (positions.shape.rank - 1))
+    rows = tf.cast(rows, positions.dtype)
+    check = tf.debugging.assert_equal(
+        tf.logical_and(positions >= 0, positions < rows), True, message=(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' reads a tensor list item past the end "
+            "of an iteration's list (its iterations hold different numbers of items, "
+            "grown by a while loop with per-iteration trip counts)"))
+    if handle.right_aligned:
+        whole = tf.cast(_R.TensorListLength(input_handle=handle.tensor), positions.dtype)
+        return Stacked(tensor=then(check, positions + whole - rows))
+    return type(index)(tensor=then(check, index.tensor))
+
+
+def same_lengths(ctx, value) -> tf.Tensor:
+    """The list handle, checked to hold as many items in every row: whole-list reads
+    of rows of different lengths would differ in shape between iterations."""
+    if not isinstance(value, ListWithLengths):
+        return value.tensor
+    lengths = known_lengths(ctx, value)
+    check = tf.debugging.assert_equal(
+        lengths, tf.fill(tf.shape(lengths), tf.reduce_max(lengths)), message=(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' reads a whole tensor list whose "
+            "iterations hold different numbers of items (a while loop with per-iteration "
+            "trip counts grew it), so its value would differ in shape between iterations; "
+            "pfor stacks values, so every iteration must have the same shape (pad the "
+            "list to a fixed size, or read it item by item)."))
+    return then(check, value.tensor)

@@ -1,0 +1,103 @@
+"""The fallback under XLA: the op once per iteration, unrolled, results stacked.
+
+XLA compiles a ``tf.while_loop`` with its body's values as run-time values, so an op
+that needs some inputs at compile time (``tf.range``'s bounds, ``tf.math.bincount``'s
+size, a shape) does not compile inside the fallback loop even where the same body
+compiles as a Python loop over the iterations. With a static number of iterations
+the fallback is that Python loop: each iteration's op reads its row at a constant
+index (``x[j]``), which XLA can fold like the plain loop does, and the results are
+stacked. Beyond ``UNROLL_LIMIT`` iterations, or with a number known only at run time,
+the loop stays a ``tf.while_loop``, and an op known to need compile-time inputs is a
+clear error instead of XLA's.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import control_flow_util
+
+from pfor_core import emit
+from pfor_core.errors import ConversionError
+from pfor_core.layout import Invariant, Stacked
+
+# Iterations up to which the fallback is unrolled under XLA: each adds a copy of the
+# op to the compiled program (as the plain Python loop does).
+UNROLL_LIMIT = 256
+
+# Ops whose XLA kernels need some inputs as compile-time constants (TF2XLA's
+# CompileTimeConstantInput), the common ones: a per-iteration such input can only
+# compile unrolled.
+NEEDS_CONSTANTS = frozenset("""
+    Range Bincount DenseBincount Reshape Fill Tile Slice StridedSlice OneHot Pad PadV2
+    MirrorPad BroadcastTo Transpose ExpandDims ConcatV2 Split SplitV Sum Prod Max Min Mean
+    All Any ArgMax ArgMin Cumsum Cumprod TopKV2 ResizeBilinear ResizeNearestNeighbor
+    RandomUniform RandomStandardNormal StatelessRandomUniformV2 StatelessRandomNormalV2
+    Empty LinSpace MatrixDiagV3 MatrixSetDiagV3 ReverseV2 Roll GatherV2 ScatterNd
+    UnsortedSegmentSum UnsortedSegmentMax UnsortedSegmentMin UnsortedSegmentProd
+""".split())
+
+
+def compiled() -> bool:
+    """Whether the ops being built are compiled by XLA (``jit_compile=True``)."""
+    return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+
+
+def applies(conversion) -> bool:
+    """Whether the fallback for ``conversion`` is unrolled: under XLA, with a static
+    number of iterations of at most ``UNROLL_LIMIT``."""
+    n = conversion.n_static
+    return compiled() and n is not None and 0 < n <= UNROLL_LIMIT
+
+
+def check_loop(op, conversion) -> None:
+    """Under XLA, raise for an op the fallback's ``tf.while_loop`` cannot compile: one
+    known to need compile-time inputs (inside an XLA loop even values from outside it
+    are run-time values)."""
+    if not compiled() or op.type not in NEEDS_CONSTANTS:
+        return
+    why = ("the number of iterations is known only at run time"
+           if conversion.n_static is None else
+           f"{conversion.n_static} iterations are more than {UNROLL_LIMIT}")
+    raise ConversionError(
+        f"pfor: {op.type} '{op.name}' has no converter for these inputs and runs once per "
+        f"iteration, which XLA (jit_compile=True) compiles only for a static number of "
+        f"iterations of at most {UNROLL_LIMIT} (some of its inputs must be compile-time "
+        f"constants there); here {why}. Use a static, smaller number of "
+        "iterations (parallel_iterations does not help under XLA), or run without "
+        "jit_compile.")
+
+
+def run_unrolled(op, layouts, conversion, used) -> list:
+    """The op once per iteration on its rows, outputs stacked (those in ``used``)."""
+    n = conversion.n_static
+    rows: list[list[tf.Tensor]] = [[] for _ in op.outputs]
+    previous = []
+    for j in range(n):
+        inputs = [v.tensor[j] if v.is_stacked else v.tensor for v in layouts]
+        # A stateful op keeps the order of the loop's iterations.
+        with tf.control_dependencies(previous if op._is_stateful else None):  # pylint: disable=protected-access
+            new = emit.recreate(op, inputs)
+        previous = [new]
+        for k, t in enumerate(new.outputs):
+            rows[k].append(t)
+    results = []
+    for k, t in enumerate(op.outputs):
+        if not used[k]:
+            results.append(Invariant(tensor=tf.zeros([], t.dtype)))  # never read
+            continue
+        _same_static_shapes(op, rows[k])
+        value = tf.stack(rows[k]) if rows[k] else tf.zeros(
+            [0] + [d or 0 for d in t.shape.as_list()], t.dtype)
+        value.set_shape(tf.TensorShape([n]).concatenate(t.shape))
+        results.append(Stacked(tensor=value))
+    return results
+
+
+def _same_static_shapes(op, values) -> None:
+    shapes = {tuple(v.shape.as_list()) for v in values if v.shape.is_fully_defined()}
+    if len(shapes) > 1:
+        raise ValueError(
+            f"pfor: loop_fn returned values of different shapes in different iterations "
+            f"(at op {op.type} '{op.name}': {sorted(shapes)}); pfor stacks outputs, so every "
+            "iteration must produce the same shape (pad to a fixed size).")
