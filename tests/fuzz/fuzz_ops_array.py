@@ -124,10 +124,12 @@ def segment(feature, fn, exact_kinds=INTS):
                                           max_size=d0 - 1))) + [last] for _ in range(rows)]
             return np.array(out, np.int64).reshape(shape)
 
-        ids = b.fresh(tf.int32, (d0,), make_data=make_data)
+        ids = b.fresh(tf.int32, (d0,), make_data=make_data,
+                      per_iteration=False if b.strict else None)
         # The output size is max(id) + 1: unknown while tracing; stacked ids are declined
         # (sizes could differ between iterations), so they fall back.
-        return b.emit(feature, f"tf.math.segment_{fn}({{0}}, {{1}})", [x, ids],
+        return b.emit(feature if not ids.varying else "segment_stacked_ids",
+                      f"tf.math.segment_{fn}({{0}}, {{1}})", [x, ids],
                       exact=x.dtype in exact_kinds, static=False, converted=not ids.varying)
     return Op(feature, make)
 

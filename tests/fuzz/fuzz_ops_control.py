@@ -73,13 +73,18 @@ def cond(b):
     blocks = [_branch(b, f"{label}_{name}", feature, a, b.draw(st.integers(0, 2)))
               for label in ("true", "false")]
     yes, no = blocks
+    # Taking the gradient of a cond with a per-iteration predicate exports the
+    # branches' intermediates; those of no static shape are declined (the fallback
+    # loop takes the cond).
+    converted = not (varying and "gradient" in b.context and any(
+        not s.out.static for blk in blocks for s in blk.walk()))
 
     def run(ctx, env, p):
         return tf.cond(p, lambda: run_block(yes, ctx, env, [])[0],
                        lambda: run_block(no, ctx, env, [])[0])
 
     return b.emit(feature, f"tf.cond({{0}}, {yes.name}, {no.name})", [pred], run=run,
-                  blocks=blocks, name=name, exact=all(k.outputs[0].exact for k in blocks),
+                  blocks=blocks, name=name, converted=converted, exact=all(k.outputs[0].exact for k in blocks),
                   varying=pred.varying or any(k.outputs[0].varying for k in blocks))
 
 

@@ -59,6 +59,17 @@ KNOWN_BROKEN = frozenset({
     #     a + tf.reduce_sum(a)), (0, tf.cast(i, tf.float32)))[1], 3) -> [] (loop: [0, 4, 8])
     "while_stacked_scalar", "while_invariant_scalar", "while_tensor_array_scalar",
     "scan_scalar",
+    # Empty batches with a fallback op whose output shape is not static (core-edges,
+    # issue 17 item 7): x = tf.zeros([1, 1], tf.int32); pf.pfor(lambda i:
+    #     tf.math.bincount(tf.gather(x, i), minlength=1, maxlength=1), 0) -> ValueError
+    #     "different shapes in different iterations" (stacking an empty list of [?])
+    "iters0:bincount", "iters0:range_stacked", "iters0:segment_stacked_ids",
+    # XLA: the fallback loop around an op that needs a compile-time constant (controlflow,
+    # issue 17 item 9): x = tf.zeros([1, 1], tf.int32); tf.function(lambda: pf.pfor(
+    #     lambda i: tf.math.bincount(tf.gather(x, i), minlength=1, maxlength=1), 1),
+    #     jit_compile=True)() -> "Input 1 to node while/DenseBincount ... must be a
+    #     compile-time constant" (the body alone compiles)
+    "xla:bincount",
 })
 
 
@@ -551,6 +562,10 @@ class Builder:
         """Add ``name = text(args)`` to the current block. ``exact``: the op keeps
         exact operands exact. ``run`` defaults to evaluating ``text``."""
         args = tuple(args)
+        # fallback="error" must hold for a strict program; the grammar says which
+        # statements have converters (for some layouts only: decided here).
+        assume(converted or not self.strict)
+        assume(self.allowed(feature))  # KNOWN_BROKEN, also for features chosen late
         if run is None:
             run = compile_text(text, len(args))
         if lockstep is not None:

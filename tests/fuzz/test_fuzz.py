@@ -16,8 +16,8 @@ pytestmark = pytest.mark.fuzz
 
 # Examples per mode (derandomized), about a minute in all on 2 cores; XLA compiles both
 # the loop and pfor's graph, so it gets fewer.
-CI_EXAMPLES = {"eager": 25, "function": 15, "chunked": 15, "xla": 8, "iters0": 20,
-               "strict": 25}
+CI_EXAMPLES = {"eager": 60, "function": 40, "chunked": 40, "xla": 15, "iters0": 40,
+               "strict": 60}
 
 
 @pytest.mark.parametrize("mode", fuzz_modes.MODES)
