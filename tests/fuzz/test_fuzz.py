@@ -16,8 +16,8 @@ pytestmark = pytest.mark.fuzz
 
 # Examples per mode (derandomized), about a minute in all on 2 cores; XLA compiles both
 # the loop and pfor's graph, so it gets fewer.
-CI_EXAMPLES = {"eager": 60, "function": 40, "chunked": 40, "xla": 15, "iters0": 40,
-               "strict": 60}
+CI_EXAMPLES = {"eager": 100, "function": 70, "chunked": 70, "xla": 30, "iters0": 70,
+               "strict": 100}
 
 
 @pytest.mark.parametrize("mode", fuzz_modes.MODES)
