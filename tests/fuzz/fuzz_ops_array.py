@@ -11,7 +11,8 @@ import numpy as np
 import tensorflow as tf
 from hypothesis import strategies as st
 
-from fuzz_program import INTS, NUMERIC, Op, compile_text
+from fuzz_grammar import INTS, NUMERIC, Op
+from fuzz_program import compile_text
 from fuzz_ops_math import dt
 
 
@@ -377,7 +378,8 @@ def split(b):
     parts = [k for k in range(1, d + 1) if d % k == 0]
     if b.draw(st.booleans()):
         k = b.draw(st.sampled_from(parts))
-        return b.emit("split", f"tf.split({{0}}, {k}, axis={axis})[{b.draw(st.integers(0, k - 1))}]",
+        j = b.draw(st.integers(0, k - 1))
+        return b.emit("split", f"tf.split({{0}}, {k}, axis={axis})[{j}]",
                       [a], exact=True)
     first = b.draw(st.integers(0, d))
     j = b.draw(st.integers(0, 1))

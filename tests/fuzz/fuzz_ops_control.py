@@ -14,8 +14,8 @@ import tensorflow as tf
 from hypothesis import strategies as st
 
 import pfor_core as pf
-from fuzz_program import (FLOATS, INTS, MAX_DEPTH, NUMERIC, Op, Value, accumulate, run_block,
-                          run_lockstep)
+from fuzz_grammar import FLOATS, INTS, MAX_DEPTH, NUMERIC, Op
+from fuzz_program import Value, accumulate, run_block, run_lockstep
 
 
 def merge(b, base, last):
@@ -84,7 +84,8 @@ def cond(b):
                        lambda: run_block(no, ctx, env, [])[0])
 
     return b.emit(feature, f"tf.cond({{0}}, {yes.name}, {no.name})", [pred], run=run,
-                  blocks=blocks, name=name, converted=converted, exact=all(k.outputs[0].exact for k in blocks),
+                  blocks=blocks, name=name, converted=converted,
+                  exact=all(k.outputs[0].exact for k in blocks),
                   varying=pred.varying or any(k.outputs[0].varying for k in blocks))
 
 

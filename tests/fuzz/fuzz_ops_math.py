@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 from hypothesis import strategies as st
 
-from fuzz_program import FLOATS, INTS, NUMERIC, Op
+from fuzz_grammar import FLOATS, INTS, NUMERIC, Op
 
 
 def dt(dtype) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tensorflow as tf
 from hypothesis import strategies as st
 
-from fuzz_program import FLOATS, NUMERIC, Op
+from fuzz_grammar import FLOATS, NUMERIC, Op
 
 
 def _images(b, rank=4, dtypes=FLOATS, where=None):

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 
 import fuzz_modes  # noqa: E402
-from fuzz_program import programs  # noqa: E402
+from fuzz_grammar import programs  # noqa: E402
 
 # Features every body has, which say nothing about a failure.
 PLUMBING = frozenset({"row", "merge", "counter", "trips", "predicate"})
