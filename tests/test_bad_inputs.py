@@ -153,6 +153,14 @@ def run_time(fn, n, dtype=tf.int32):
         tf.constant(n, dtype))
 
 
+def unknown_shape(fn, *args, rank=True):
+    """``fn(*args)`` in a tf.function whose inputs have unknown dimensions (and an
+    unknown rank with ``rank=False``)."""
+    signature = [tf.TensorSpec([None] * a.shape.rank if rank else None, a.dtype)
+                 for a in args]
+    return tf.function(fn, input_signature=signature, autograph=False)(*args)
+
+
 def registered(op_type, converter, body, n, **kwargs):
     """``pf.pfor(body, n)`` with ``converter`` registered for ``op_type`` meanwhile."""
     pf.register_converter(op_type, priority=1000)(converter)
@@ -194,7 +202,6 @@ def row(name, call, expect, bug=None):
     return pytest.param(call, expect, id=name, marks=marks)
 
 
-BUG_INT64 = "issue 17 item 4 (args): int64 iters"
 BUG_SIZES = "issue 17 item 4 (args): leading sizes known only at run time"
 BUG_DICT_AXES = "issue 17 item 4 (args): vmap dict in_axes keys"
 BUG_SIGNATURE = "issue 17 item 4 (args): fn_output_signature shapes unchecked"
@@ -202,6 +209,7 @@ BUG_RESULTS = "issue 17 item 2 (core-edges): converter result checks"
 BUG_COLLECTIVE_COND = "issue 17 item 8 (core-edges): collectives in cond/while"
 BUG_BROADCAST_1 = "issue 17: vectorized_map broadcasts a leading size of 1 (args)"
 BUG_INT_OUTPUT = "issue 17 item 4 (args): jacobian of an integer output gives zeros"
+BUG_UNKNOWN_RANK = "issue 17 (args): inputs of unknown rank"
 BUG_BARE = "not assigned: a bare error that does not name the argument"
 
 ROWS = [
@@ -229,17 +237,18 @@ ROWS = [
         Loop(lambda: loop(ident, 3))),
     row("pfor-iters-numpy-int64", lambda: pf.pfor(ident, np.int64(3)),
         Loop(lambda: loop(ident, 3))),
+    row("pfor-iters-numpy-negative", lambda: pf.pfor(ident, np.int32(-1)),
+        Raises(ARG_ERRORS, "iters")),
+    row("pfor-iters-variable", lambda: pf.pfor(ident, tf.Variable(3)),
+        Loop(lambda: loop(ident, 3))),
     row("pfor-iters-zero", lambda: pf.pfor(row_of(X), 0), Loop(lambda: tf.zeros([0, 3]))),
     row("pfor-iters-zero-run-time", lambda: run_time(lambda n: pf.pfor(row_of(X), n), 0),
         Loop(lambda: tf.zeros([0, 3]))),
     row("pfor-iters-int64-run-time",
         lambda: run_time(lambda n: pf.pfor(ident, n), 3, tf.int64),
         Loop(lambda: loop(ident, 3))),
-    row("pfor-iters-beyond-int32", lambda: pf.pfor(ident, 2**32 + 2),
-        Raises(ARG_ERRORS, "iters"), bug=BUG_INT64),
-    row("pfor-iters-beyond-int32-run-time",
-        lambda: run_time(lambda n: pf.pfor(ident, n), 2**32 + 2, tf.int64),
-        Raises(ARG_ERRORS + (tf.errors.InvalidArgumentError,), "iters"), bug=BUG_INT64),
+    # No rows for counts beyond the int32 range: pfor may support them, and then such a
+    # row would allocate gigabytes.
     # pf.pfor: other arguments
     row("pfor-loop-fn-not-callable", lambda: pf.pfor(3, 2), Raises(ARG_ERRORS, "loop_fn")),
     row("pfor-loop-fn-returns-none", lambda: pf.pfor(lambda i: None, 2),
@@ -291,6 +300,10 @@ ROWS = [
                             input_signature=[tf.TensorSpec([None], tf.float32)] * 2)(
             tf.zeros([2]), tf.zeros([3])),
         Raises(ARG_ERRORS + (tf.errors.InvalidArgumentError,), "elems"), bug=BUG_SIZES),
+    row("vectorized-map-unknown-rank",
+        lambda: unknown_shape(lambda x: pf.vectorized_map(tf.reduce_mean, x, fallback="error"),
+                              X, rank=False),
+        Loop(lambda: rows_of(tf.reduce_mean, X)), bug=BUG_UNKNOWN_RANK),
     row("vectorized-map-leading-one-broadcasts",
         lambda: pf.vectorized_map(lambda e: e[0] + e[1], (X, tf.ones([1, 3]))),
         Loop(lambda: X + 1.0), bug=BUG_BROADCAST_1),
@@ -314,6 +327,10 @@ ROWS = [
         Raises(ARG_ERRORS, "fn_output_signature"), bug=BUG_SIGNATURE),
     row("map-fn-sizes-differ", lambda: pf.map_fn(lambda e: e[0], (X, tf.zeros([3]))),
         Raises(ARG_ERRORS, "elems")),
+    row("map-fn-sizes-differ-run-time",
+        lambda: unknown_shape(lambda a, b: pf.map_fn(lambda e: e[0] + e[1], (a, b)),
+                              tf.zeros([2]), tf.zeros([3])),
+        Raises(ARG_ERRORS + (tf.errors.InvalidArgumentError,), "elems"), bug=BUG_SIZES),
     row("map-fn-inf", lambda: pf.map_fn(lambda r: tf.reduce_min(r), NAN),
         Loop(lambda: rows_of(tf.reduce_min, NAN))),
     row("map-fn-zero-rows", lambda: pf.map_fn(lambda r: r + 1., EMPTY_ROWS),
@@ -336,6 +353,9 @@ ROWS = [
         Raises(ARG_ERRORS, "in_axes"), bug=BUG_DICT_AXES),
     row("vmap-sizes-differ", lambda: pf.vmap(lambda a, b: a[0] + b[0])(X, tf.zeros([3, 1])),
         Raises(ARG_ERRORS, "size")),
+    row("vmap-sizes-differ-run-time",
+        lambda: unknown_shape(pf.vmap(lambda a, b: a + b), tf.zeros([2]), tf.zeros([3])),
+        Raises(ARG_ERRORS + (tf.errors.InvalidArgumentError,), "size"), bug=BUG_SIZES),
     row("vmap-out-axes-out-of-range", lambda: pf.vmap(tf.abs, out_axes=3)(X),
         Raises(ARG_ERRORS, "out_axes")),
     row("vmap-chunk-size-zero", lambda: pf.vmap(tf.abs, chunk_size=0),
@@ -405,6 +425,10 @@ ROWS = [
         lambda: pf.per_example_gradients(lambda a, b: example_loss(a) + b, [W], X,
                                          tf.zeros([3])),
         Raises(ARG_ERRORS, "batch")),
+    row("per-example-sizes-differ-run-time",
+        lambda: unknown_shape(lambda a, b: pf.per_example_gradients(
+            lambda r, c: example_loss(r) + c, [W], a, b), X, tf.zeros([3])),
+        Raises(ARG_ERRORS + (tf.errors.InvalidArgumentError,), "batch"), bug=BUG_SIZES),
     row("per-example-loss-not-scalar",
         lambda: pf.per_example_gradients(lambda r: W * r, [W], X), Raises(ARG_ERRORS, "scalar")),
     row("per-example-nan", lambda: pf.per_example_gradients(example_loss, [W], NAN),
