@@ -366,7 +366,9 @@ def roll(b):
     if shift is None:
         return b.emit("roll", f"tf.roll({{0}}, shift={b.draw(st.integers(-3, 3))}, "
                       f"axis={axis})", [a], exact=True)
-    return b.emit("roll", f"tf.roll({{0}}, shift={{1}}, axis={axis})", [a, shift], exact=True)
+    # A per-iteration shift is declined (Roll converts with an invariant shift only).
+    return b.emit("roll", f"tf.roll({{0}}, shift={{1}}, axis={axis})", [a, shift], exact=True,
+                  converted=not shift.varying)
 
 
 def split(b):
