@@ -54,8 +54,9 @@ KNOWN_BROKEN = frozenset({
     # issue 17 item 9): x = tf.zeros([1, 1], tf.int32); tf.function(lambda: pf.pfor(
     #     lambda i: tf.math.bincount(tf.gather(x, i), minlength=1, maxlength=1), 1),
     #     jit_compile=True)() -> "Input 1 to node while/DenseBincount ... must be a
-    #     compile-time constant" (the body alone compiles)
-    "xla:bincount",
+    #     compile-time constant" (the body alone compiles); also Range: the body
+    #     i2 = 8 * i; tf.range(i2, i2 + 0) compiles alone but not in pfor's fallback loop
+    "xla:bincount", "xla:range_stacked",
     # Not yet assigned (nn pack): per-iteration images and filters of conv2d_transpose in
     # float64 become a grouped Conv2DBackpropInput, which CPU kernels do not support:
     # x = tf.ones([3, 2, 1, 2, 3], tf.float64); f = tf.ones([3, 2, 2, 1, 3], tf.float64)
