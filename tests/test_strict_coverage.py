@@ -22,6 +22,14 @@ KNOWN_GAPS = {
         "no strict test yet builds stacked dims proven equal with an invariant value",
     ("pfor-converters-state", "convert_resource_gather_invariant", "UU"):
         "no strict test yet gathers fixed rows of a variable inside a body",
+    ("pfor-converters-math", "convert_strided_slice_grad", "USUU*"):
+        "strict tests reach the stacked begin-and-end pattern only (offsets.py)",
+    ("pfor-converters-math", "convert_strided_slice_grad", "UUSU*"):
+        "strict tests reach the stacked begin-and-end pattern only (offsets.py)",
+    ("pfor-converters-math", "convert_strided_slice_window", "*SUU"):
+        "strict tests reach the stacked begin-and-end pattern only (offsets.py)",
+    ("pfor-converters-math", "convert_strided_slice_window", "*USU"):
+        "strict tests reach the stacked begin-and-end pattern only (offsets.py)",
     ("pfor-controlflow", "convert_new_list", "**"):
         "no strict test yet reaches it since the merge of the list-length work",
 }
