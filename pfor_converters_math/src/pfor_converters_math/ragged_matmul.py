@@ -11,9 +11,16 @@ einsum label shared by the output) must agree per iteration (checked at run time
 are padded to one width; one that varies in one operand only and meets a fixed size
 in the other would agree only by chance: declined (the fallback loop takes it). Batch
 dimensions that vary, and einsum ellipses over ragged operands, are declined too.
+
+A ragged ``[L_i, k]`` times an invariant ``[k, m]`` (every token times a weight, the
+bulk of a transformer's work) multiplies only the rows inside some iteration's extent:
+they are gathered into one ``[sum L_i, k]`` matrix and the products scattered back
+into zero padding, so padding costs no arithmetic and needs no mask.
 """
 
 from __future__ import annotations
+
+import tensorflow as tf
 
 from pfor_converters_math import matmul
 from pfor_converters_math.ragged_common import is_ragged, join, result
@@ -67,6 +74,8 @@ def convert_matmul(ctx):
             return ctx.decline("a batch dimension varies per iteration")
     fx, fy = matmul._FLAGS[ctx.op_type]  # pylint: disable=protected-access
     tx, ty = ctx.attr(fx), ctx.attr(fy)
+    if _packs_rows(ctx, x, y, tx, rx, ry):
+        return _packed_rows_product(x, y, ty)
     x_rows, x_inner = (rx - 1, rx - 2) if tx else (rx - 2, rx - 1)
     y_inner, y_cols = (ry - 1, ry - 2) if ty else (ry - 2, ry - 1)
     _, tensors = join(ctx, [x, y], [1 + x_inner, 1 + y_inner], "the contracted dimension")
@@ -80,6 +89,25 @@ def convert_matmul(ctx):
     lengths[rank - 2] = _length(x, x_rows)
     lengths[rank - 1] = _length(y, y_cols)
     return _finish(out, lengths)
+
+
+def _packs_rows(ctx, x, y, tx, rx, ry) -> bool:
+    """Whether the product is ragged rows times an invariant matrix, which runs on the
+    packed rows (not under XLA: their number is known only at run time)."""
+    return (is_ragged(x) and not y.is_stacked and rx == 2 and ry == 2 and not tx
+            and x.lengths[1] is None and not ctx.compiled)
+
+
+def _packed_rows_product(x, y, ty):
+    """``x @ y`` for ragged rows ``x`` (padded ``[n, T, k]``) and an invariant ``y``:
+    one 2-D matmul of the rows inside the extents, scattered into zero padding (a
+    select-like write, so no gradient reaches the padding)."""
+    padded = x.padded
+    dims = tf.shape(padded, out_type=tf.int64)
+    where = tf.where(tf.sequence_mask(x.lengths[0], dims[1]))  # [sum L_i, 2]
+    product = tf.matmul(tf.gather_nd(padded, where), y.tensor, transpose_b=ty)
+    shape = tf.concat([dims[:2], tf.shape(product, out_type=tf.int64)[1:]], 0)
+    return x.with_padded(tf.scatter_nd(where, product, shape))
 
 
 def convert_einsum(ctx):
