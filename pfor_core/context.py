@@ -137,6 +137,22 @@ class ConvertContext:
         then runs several times per iteration."""
         return "while" in collectives._placement(self.op.graph)[1]  # pylint: disable=protected-access
 
+    @property
+    def iterations_static(self) -> int | None:
+        """How many iterations there are in all (every chunk together) as a Python int
+        where static, else None: the loop index takes the values ``range(it)``."""
+        chunks = self._conversion.chunks
+        if chunks is None:
+            return self._conversion.n_static
+        total = tf.get_static_value(chunks.total)
+        return None if total is None else int(total)
+
+    def is_body_index(self, tensor) -> bool:
+        """Whether a tensor of the body (one of ``op.inputs`` or their producers') is
+        the loop index the body was traced with (for converters reasoning about the
+        values a bound can take)."""
+        return tensor is self._conversion.body_index
+
     def is_loop_index(self, value: Layout) -> bool:
         """Whether ``value`` is the loop index itself (row j holds start + j)."""
         return value.is_stacked and value.tensor is self._conversion.indices

@@ -8,7 +8,7 @@ project's own packs. docs/extending.rst documents every name below.
   in another form, with ``materialize()``) and ``Ragged`` (a per-iteration value whose
   shape differs between iterations: padded, with per-iteration sizes; pattern letter
   ``R``), with ``ragged_from_flat`` (a ``tf.RaggedTensor`` from rows' elements and
-  shapes).
+  shapes) and ``usually_uniform`` (marks lengths equal in all but edge cases).
 - The converter's one argument, ``ConvertContext`` (``ctx``), with ``Converted`` (what
   ``ctx.convert_function`` returns), and ``Decline``, the one way to decline.
 - ``shapes``: shape helpers that stay static where shapes are known.
@@ -35,7 +35,7 @@ from pfor_core.errors import ConversionError
 from pfor_core.hookspecs import hookimpl
 from pfor_core.layout import Invariant, Stacked, View
 from pfor_core.patterns import batch_polymorphic, broadcasting, elementwise
-from pfor_core.ragged import NotStacked, Ragged
+from pfor_core.ragged import NotStacked, Ragged, usually_uniform
 from pfor_core.ragged import from_flat as ragged_from_flat
 from pfor_core.registry import PackRegistrar, op_types_of
 
@@ -43,4 +43,5 @@ __all__ = [
     "ConversionError", "ConvertContext", "Converted", "Decline", "Invariant", "NotStacked",
     "PackRegistrar", "Ragged", "Stacked", "View", "batch_polymorphic", "broadcasting",
     "elementwise", "hookimpl", "op_types_of", "ragged_from_flat", "shapes",
+    "usually_uniform",
 ]

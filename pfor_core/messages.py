@@ -108,6 +108,15 @@ def no_converter(op, layouts, registry=None) -> str:
     return text
 
 
+def usually_uniform(op) -> str:
+    """The run-time message when values of usually one shape (slices at per-iteration
+    offsets) reach an op without a ragged converter in different shapes."""
+    return (f"pfor: {op.type} '{op.name}'{_where(op)} got a value whose shape differs "
+            "between iterations (a slice at a per-iteration offset clipped at the end of "
+            "its axis?) and has no converter for such values; keep every slice inside "
+            "its axis (pad the sliced tensor) so that all iterations have one shape.")
+
+
 def conversion_error(op, layouts, reasons, faults=()) -> str:
     broken = "".join(f" Converter {converter_label(entry)} {what}." for entry, what, _ in faults)
     why = f" Converters declined: {'; '.join(reasons)}." if reasons else (

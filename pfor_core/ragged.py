@@ -36,6 +36,19 @@ class NotStacked(Decline):
     """Raised when code written for stacked values reads ``.tensor`` of a ragged one."""
 
 
+_USUALLY_UNIFORM = "_pfor_usually_uniform"
+
+
+def usually_uniform(lengths: tf.Tensor) -> tf.Tensor:
+    """``lengths`` (int32 ``[n]``) marked as equal in every iteration but for edge
+    cases (``x[i:i + k]`` clipped at the end of the axis). An op with no converter for
+    ragged values then gets such a value as stacked, checked at run time to have one
+    shape (``Ragged.uniform``), instead of taking the fallback loop."""
+    marked = tf.identity(lengths)
+    setattr(marked, _USUALLY_UNIFORM, True)
+    return marked
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Ragged:
     """One value per iteration, of a shape that differs between iterations.
@@ -92,6 +105,12 @@ class Ragged:
     def ragged_axes(self) -> tuple[int, ...]:
         """The per-iteration dimensions that vary."""
         return tuple(d for d, length in enumerate(self.lengths) if length is not None)
+
+    @property
+    def usually_uniform(self) -> bool:
+        """Whether every length that varies is marked ``usually_uniform``."""
+        return all(getattr(length, _USUALLY_UNIFORM, False)
+                   for length in self.lengths if length is not None)
 
     def with_padded(self, padded) -> "Ragged":
         """The same lengths over another padded tensor (whose padding must be zero)."""

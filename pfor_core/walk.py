@@ -95,6 +95,7 @@ class Conversion:
         self.n_static = n_static
         self.chunks = chunks  # None, or the chunks this conversion is one of
         self.chunked = chunks is not None  # iterations converted in several chunks
+        self.body_index = None  # the body's loop-index tensor (set by convert_body)
         self.trial = False  # only finding layouts (see child)
         # Why not every iteration runs what this converts, e.g. "a tf.cond whose
         # predicate differs between iterations" (collectives refuse then), or "".
@@ -114,6 +115,7 @@ class Conversion:
     # -- entry points -------------------------------------------------------------
     def convert_body(self, body) -> list[Layout]:
         inputs = {id(body.index): Stacked(tensor=self.indices)}
+        self.body_index = body.index
         graph = ops.get_default_graph()
         for external, internal in body.captures:
             inputs[id(internal)] = Invariant(tensor=_known_value(external, graph))
@@ -147,6 +149,7 @@ class Conversion:
                            start=self.start, n=n, n_static=n_static, records=records,
                            chunks=self.chunks, reported=self.reported)
         child.trial = trial or self.trial
+        child.body_index = self.body_index
         child.partial = self.partial or self._child_partial
         child.trial_layouts, child.conversions = self.trial_layouts, self.conversions
         return child
@@ -230,9 +233,33 @@ class Conversion:
                                  stacked=any(v.is_stacked for v in result),
                                  ragged=any(isinstance(v, Ragged) for v in result))
                     return result
+            result = self._as_uniform(op, layouts, reasons, faults)
+            if result is not None:
+                return result
         finally:
             self._child_partial = ""
         return self._fall_back(op, layouts, pattern, reasons, faults)
+
+    def _as_uniform(self, op, layouts, reasons, faults):
+        """An op with no converter for its ragged inputs, all usually of one shape
+        (``ragged.usually_uniform``): converted with them stacked, checked at run time
+        to have one shape. None when that does not apply or nothing converts it."""
+        ragged = [v for v in layouts if isinstance(v, Ragged)]
+        if not ragged or not all(v.usually_uniform for v in ragged):
+            return None
+        with ops.name_scope(_scope(op)):
+            message = messages.usually_uniform(op)
+            layouts = [v.uniform(message) if isinstance(v, Ragged) else v for v in layouts]
+        pattern = pattern_of(layouts)
+        for entry in self.registry.candidates(op.type, pattern):
+            result = self._try(entry, op, layouts, pattern, reasons, faults)
+            if result is not None:
+                self._report_faults(op, faults)
+                _refine_shapes(result, op)
+                self._record(op, "converter", entry=entry, stacked=True,
+                             ragged=any(isinstance(v, Ragged) for v in result))
+                return result
+        return None
 
     def _custom(self, site, op, layouts, pattern):
         if not per_iteration(pattern):  # the same in every iteration: the original runs once

@@ -106,13 +106,14 @@ def test_ragged_operands_of_other_sizes_fail_like_the_loop():
                                    match="do not broadcast")
 
 
-def test_stacked_operand_that_only_matches_by_chance_falls_back():
-    """A ragged dimension against a stacked one of size 3: the loop's shapes agree only
-    when L_i == 3, so the converter declines (the fallback loop takes it)."""
-    x, s = tf.ones([2, WIDTH]), tf.ones([2, 3])
-    n = tf.constant([3, 3])
-    report = __import__("pfor_core").explain(lambda i: rl.rows(x, n, i) + tf.gather(s, i), 2)
-    assert [r.op_type for r in report.fallbacks] == ["AddV2"]
+def test_varying_dimension_against_a_stacked_fixed_size():
+    """A ragged dimension against a stacked one of size 3: the loop's shapes agree when
+    L_i is 1 or 3 (checked when it runs, the result is uniform), and fail otherwise."""
+    x, s = tf.reshape(tf.range(2.0 * WIDTH), [2, WIDTH]), tf.reshape(tf.range(6.0), [2, 3])
+    n = tf.constant([3, 1])
+    rl.assert_matches_loop(lambda i: rl.rows(x, n, i) + tf.gather(s, i), 2)
+    testing.assert_fails_like_loop(
+        lambda i: rl.rows(x, tf.constant([3, 2]), i) + tf.gather(s, i), 2, match="broadcast")
 
 
 @pytest.mark.parametrize("pattern", ["R**", "*R*", "**R", "RR*", "R*R", "*RR", "RRR"])

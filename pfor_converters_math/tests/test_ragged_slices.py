@@ -111,6 +111,51 @@ def test_a_shrunk_index_out_of_a_rows_range_fails_like_the_loop():
         pf.pfor(lambda i: x[i, :lengths[i]][-1], 3, fallback="error")
 
 
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_windows_clipped_at_the_end_of_the_axis(n):
+    """x[i:i + 2] over 4 rows: the last windows are shorter, as in the loop (ragged,
+    marked usually uniform); inside the axis it stays stacked."""
+    x = tf.reshape(tf.range(12.0), [4, 3])
+    check_rows(lambda i: x[i:i + 2], n)
+    ragged_loop.assert_matches_loop(lambda i: tf.reduce_sum(x[i:i + 2] ** 2, 0), n)
+    check_gradient(lambda i: x[i:i + 2] * 2.0, n, x)
+    ragged_loop.assert_gradients_match(lambda i: tf.reduce_sum(tf.sin(x[i:i + 2, 1:])), [x], n)
+
+
+def test_windows_of_usually_one_size_reach_ops_without_ragged_converters():
+    """An op with no converter for ragged values (Conv2D) takes windows that are usually
+    of one size as stacked: checked when it runs, with a message saying what to do."""
+    images = tf.reshape(tf.range(6 * 4 * 4, dtype=tf.float32), [6, 4, 4, 1])
+    kernel = tf.ones([2, 2, 1, 1])
+    body = lambda i: tf.nn.conv2d(images[i:i + 2], kernel, 1, "VALID")  # noqa: E731
+    run = tf.function(lambda n: pf.pfor(body, n, fallback="error"))
+    ragged_loop.assert_rows_match(run(tf.constant(5)), [body(i) for i in range(5)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="clipped at the end"):
+        run(tf.constant(6))
+
+
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_varying_size_broadcast_against_a_fixed_size(data):
+    """A size that varies per iteration meets a fixed size 3: rows of size 1 broadcast,
+    the result is uniform (the loop's shapes agree)."""
+    n = data.draw(st.integers(0, MAX_N), label="n")
+    lengths = tf.constant(data.draw(st.lists(st.sampled_from([1, 3]), min_size=n,
+                                             max_size=n), label="lengths"), tf.int32)
+    x = tf.reshape(tf.range(MAX_N * 3 * 2, dtype=tf.float32), [MAX_N, 3, 2])
+    u = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    ragged_loop.assert_matches_loop(lambda i: x[i, :lengths[i]] * u, n,
+                                    modes=ragged_loop.modes(data))
+
+
+def test_varying_size_broadcast_against_a_fixed_size_fails_like_the_loop():
+    x, u = tf.ones([2, 3, 2]), tf.ones([3, 2])
+    lengths = tf.constant([3, 2])
+    from pfor_core import testing  # pylint: disable=import-outside-toplevel
+
+    testing.assert_fails_like_loop(lambda i: x[i, :lengths[i]] * u, 2, match="broadcast")
+
+
 def test_windows_of_one_size_stay_stacked():
     """x[i:i + k] is left to offsets.py (a stacked result, no ragged layout)."""
     x = tf.reshape(tf.range(12.0), [6, 2])

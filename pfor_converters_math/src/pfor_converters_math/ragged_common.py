@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Ragged, shapes
+from pfor_core.extend import Decline, Ragged, Stacked, shapes
 
 
 def is_ragged(value) -> bool:
@@ -66,8 +66,10 @@ def broadcast(ctx, values):
 
     Returns ``(tensors, lengths)``: stacked tensors of one rank (the output's plus the
     iteration axis) that broadcast against each other, and the output's lengths (one
-    entry per per-iteration dimension, None where uniform). Raises ``Decline`` where
-    the loop's shapes could agree only by chance.
+    entry per per-iteration dimension, None where uniform). A dimension that varies in
+    one operand and has a static size ``k > 1`` in another is ``k`` in the output (each
+    iteration's size checked to be 1 or ``k``, as the loop's broadcast needs); one that
+    meets a size unknown statically declines.
     """
     ranks = [per_iteration_rank(v) for v in values]
     rank = max(ranks)
@@ -76,18 +78,27 @@ def broadcast(ctx, values):
         if is_ragged(v):
             for d in v.ragged_axes:
                 lengths[d + rank - r].append((k, v.lengths[d]))
+    fixed = {}  # output dim -> a static size > 1 of an operand that does not vary there
     for k, (v, r) in enumerate(zip(values, ranks)):
         static = v.shape.as_list()
         for d in range(r):
             out = d + rank - r
             if lengths[out] and not (is_ragged(v) and v.lengths[d] is not None) \
                     and static[d] != 1:
-                raise Decline(f"input {k} has size {static[d]} in a dimension where "
-                              "another input's size differs per iteration")
+                if static[d] is None:
+                    raise Decline(f"input {k} has a size unknown statically in a dimension "
+                                  "where another input's size differs per iteration")
+                fixed[out] = static[d]
     tensors = [v.padded if is_ragged(v) else v.tensor for v in values]
     out_lengths = []
     for out, found in enumerate(lengths):
         if not found:
+            out_lengths.append(None)
+            continue
+        if out in fixed:
+            for k, length in found:
+                tensors[k] = _broadcast_to_size(ctx, tensors[k], 1 + out - (rank - ranks[k]),
+                                                length, fixed[out])
             out_lengths.append(None)
             continue
         axis = {k: 1 + out - (rank - ranks[k]) for k, _ in found}
@@ -122,6 +133,19 @@ def broadcast(ctx, values):
     return tensors, out_lengths
 
 
+def _broadcast_to_size(ctx, tensor, axis, length, size):
+    """A padded axis of per-iteration sizes ``length`` (each checked to be 1 or
+    ``size``) broadcast to ``size``: rows of size 1 repeat their one element."""
+    length = ctx.check(tf.reduce_all((length == 1) | (length == size)),
+                       f"operands do not broadcast: a size differing per iteration meets "
+                       f"{size} (the loop would fail on a shape mismatch):", [length],
+                       tensor=length)
+    last = tf.maximum(tf.shape(tensor, out_type=tf.int32)[axis] - 1, 0)
+    positions = tf.minimum(tf.range(size)[None, :], last)
+    positions = tf.where((length == 1)[:, None], 0, positions)
+    return tf.gather(tensor, positions, axis=axis, batch_dims=1)
+
+
 def join(ctx, values, axes, what):
     """Operands ``values`` meet in ``axes`` (one per operand, an axis of the padded
     tensor, or None when it lacks the dimension): their lengths there, checked equal,
@@ -142,7 +166,10 @@ def join(ctx, values, axes, what):
 
 def result(tensor, lengths, *, masked: bool = True):
     """A ragged result: ``tensor`` with the padding set to zero (unless ``masked`` is
-    False: the caller knows it is zero already and no gradient crosses it)."""
+    False: the caller knows it is zero already and no gradient crosses it); stacked
+    when no dimension varies (a varying size broadcast against a fixed one)."""
+    if all(length is None for length in lengths):
+        return Stacked(tensor=tensor)
     value = Ragged(padded=tensor, lengths=tuple(lengths))
     return value.with_padded(value.masked()) if masked else value
 

@@ -25,12 +25,32 @@ def _sizes(ctx, value) -> tf.Tensor:
     return sizes
 
 
-def _made(ctx, padded, sizes) -> Ragged | Stacked:
+def _known(ctx, k, scale=None) -> list:
+    """The body's shape input ``k`` entry by entry where it knows it statically (a shape
+    of a slice whose other dims are fixed), each times ``scale[d]`` (Tile's input dims,
+    None where unknown); None where unknown."""
+    shape = ctx.op.inputs[k]
+    if shape.op.type == "Shape" and shape.op.inputs[0].shape.rank is not None:
+        value = shape.op.inputs[0].shape.as_list()
+    else:
+        value = tf.get_static_value(shape, partial=True)
+    if value is None:
+        return []
+    scale = scale or [1] * len(value)
+    return [None if v is None or s is None else int(v) * s for v, s in zip(value, scale)]
+
+
+def _made(ctx, padded, sizes, known=()) -> Ragged | Stacked:
     """``padded`` (every row at the widest size) as a ragged value of per-iteration
-    ``sizes``: dimensions the body knows statically stay uniform."""
+    ``sizes``: dimensions the body knows statically (its output shape, or ``known``:
+    static entries of the shape it was given) stay uniform."""
     static = ctx.output_shapes[0]
-    lengths = [None if static.rank is not None and static[d] is not None else sizes[:, d]
-               for d in range(sizes.shape[1])]
+    known = list(known) + [None] * (sizes.shape[1] - len(known))
+
+    def uniform(d):
+        return (static.rank is not None and static[d] is not None) or known[d] is not None
+
+    lengths = [None if uniform(d) else sizes[:, d] for d in range(sizes.shape[1])]
     if all(length is None for length in lengths):
         return Stacked(tensor=padded)
     return Ragged.from_stacked(padded, lengths)
@@ -52,7 +72,7 @@ def convert_fill_ragged(ctx):
     rank = sizes.shape[1]
     rows = tf.reshape(ctx.stack(value), tf.concat([[-1], tf.ones([rank], tf.int32)], 0))
     padded = tf.broadcast_to(rows, tf.concat([[ctx.n], widths], 0))
-    return _made(ctx, padded, sizes)
+    return _made(ctx, padded, sizes, _known(ctx, 0))
 
 
 def convert_broadcast_to_ragged(ctx):
@@ -65,12 +85,12 @@ def convert_broadcast_to_ragged(ctx):
     if x.shape.rank is None or x.shape.rank > rank:
         raise Decline("input rank unknown or above the target's")
     if isinstance(x, Ragged):
-        return _made(ctx, _broadcast_ragged(x, rank, widths), sizes)
+        return _made(ctx, _broadcast_ragged(x, rank, widths), sizes, _known(ctx, 1))
     rows = (shapes.insert_axes(x.tensor, rank, ctx.n) if x.is_stacked
             else tf.reshape(x.tensor, tf.concat([tf.ones([1 + rank - x.shape.rank], tf.int32),
                                                  tf.shape(x.tensor, out_type=tf.int32)], 0)))
     padded = tf.broadcast_to(rows, tf.concat([[ctx.n], widths], 0))
-    return _made(ctx, padded, sizes)
+    return _made(ctx, padded, sizes, _known(ctx, 1))
 
 
 def _broadcast_ragged(x, rank, widths):
@@ -110,7 +130,7 @@ def convert_tile_ragged(ctx):
             # Output position p of a row reads the row's element p mod its size.
             positions = tf.range(width)[None, :] % tf.maximum(extent, 1)[:, None]
             padded = tf.gather(padded, positions, axis=1 + d, batch_dims=1)
-        return _made(ctx, padded, sizes)
+        return _made(ctx, padded, sizes, _known(ctx, 1, x.shape.as_list()))
     if x.is_stacked:
         padded = tf.tile(x.tensor, tf.concat([[1], most], 0))
         dims = tf.shape(x.tensor, out_type=tf.int32)[1:]
@@ -118,7 +138,8 @@ def convert_tile_ragged(ctx):
         dims = tf.shape(x.tensor, out_type=tf.int32)
         tiled = tf.tile(x.tensor, most)
         padded = tf.broadcast_to(tiled[None], tf.concat([[ctx.n], tf.shape(tiled)], 0))
-    return _made(ctx, padded, counts * dims[None, :])
+    return _made(ctx, padded, counts * dims[None, :],
+                 _known(ctx, 1, x.shape.as_list() if x.shape.rank is not None else None))
 
 
 def register(registry):

@@ -9,8 +9,12 @@ plain slice's are checked); then one batched gather per axis reads ``first + ran
 with the indices clipped into the padded axis, ``W`` being the largest size (under XLA
 the input's static size), and a select zeroes what lies past each iteration's size.
 
-Windows whose sizes are provably one (``x[i:i + k]``: the end is the begin plus a
-constant) are left to offsets.py, which keeps them stacked. The gradient of such a
+Windows of one size up to clipping (``x[i:i + k]``: the end is the begin plus a
+constant) are left to offsets.py, which keeps them stacked, when the begin provably
+stays inside the axis (a linear form in the loop index over a static number of
+iterations). Otherwise the last windows may be clipped: the result is ragged with its
+lengths marked ``usually_uniform``, so ops without ragged converters still take it as
+stacked (checked to be of one shape when it runs). The gradient of such a
 slice, StridedSliceGrad of a ragged ``dy``, places the padded ``dy`` at each iteration's
 begin: its zero padding lands where the gradient is zero anyway.
 """
@@ -19,7 +23,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked, shapes
+from pfor_core.extend import (ConversionError, Invariant, Ragged, Stacked, shapes,
+                              usually_uniform)
 from pfor_converters_math.offsets import place
 
 _LINEAR_DEPTH = 12
@@ -248,13 +253,14 @@ def _entry_form(bound, k):
     return None
 
 
-def _one_window_size(ctx) -> bool:
+def _one_window_size(ctx, inside=False) -> bool:
     """Whether every range axis with a stacked bound has both bounds and their
     difference is a constant (``x[i:i + k]``): then each iteration's window has one
-    size, up to clipping, which offsets.py checks."""
-    _, begin, end, _ = ctx.inputs
+    size, up to clipping. With ``inside``: and provably no window is clipped."""
+    x, begin, end, _ = ctx.inputs
     if not (begin.is_stacked or end.is_stacked) or begin.shape.rank != 1:
         return False
+    dims = x.shape.as_list() if x.shape.rank is not None else []
     begin_mask, end_mask = ctx.attr("begin_mask"), ctx.attr("end_mask")
     shrink = ctx.attr("shrink_axis_mask")
     for k in range(begin.shape[0] or 0):
@@ -271,7 +277,35 @@ def _one_window_size(ctx) -> bool:
         difference = {t: last.get(t, 0) - first.get(t, 0) for t in set(first) | set(last)}
         if any(v for t, v in difference.items() if t is not None):
             return False
+        if inside and not _inside(ctx, first, difference.get(None, 0),
+                                  dims[k] if k < len(dims) else None):
+            return False
     return True
+
+
+def _inside(ctx, first, size, dim) -> bool:
+    """Whether a window of ``size`` at ``first`` (a linear form) lies inside an axis of
+    ``dim`` in every iteration: ``first`` must be linear in the loop index alone, over
+    a static number of iterations."""
+    count = ctx.iterations_static
+    if dim is None or count is None or size < 0:
+        return False
+    low = high = first.get(None, 0)
+    for term, coefficient in first.items():
+        if term is None:
+            continue
+        if not isinstance(term, str) or not _is_index(ctx, term):
+            return False
+        low += min(0, coefficient * (count - 1))
+        high += max(0, coefficient * (count - 1))
+    return count == 0 or (low >= 0 and high + size <= dim)
+
+
+def _is_index(ctx, name: str) -> bool:
+    try:
+        return ctx.is_body_index(ctx.op.graph.get_tensor_by_name(name))
+    except (KeyError, ValueError):
+        return False
 
 
 # -- converters -------------------------------------------------------------------------
@@ -279,13 +313,18 @@ def convert_strided_slice_ragged(ctx):
     """StridedSlice whose size may differ between iterations (stacked bounds, or a
     ragged input): a ragged result."""
     x = ctx.inputs[0]
-    if not isinstance(x, Ragged) and _one_window_size(ctx):
+    windows = not isinstance(x, Ragged) and _one_window_size(ctx)
+    if windows and _one_window_size(ctx, inside=True):
         return ctx.decline("every iteration's window has one size (offsets.py)")
     source = _Source(ctx, x)
     plan = _strided_plan(ctx, source)
     if not isinstance(plan, tuple):
         return plan
-    return _apply(ctx, source, *plan)
+    out = _apply(ctx, source, *plan)
+    if windows and isinstance(out, Ragged):  # one size but where clipped
+        out = Ragged(padded=out.padded, lengths=tuple(
+            None if length is None else usually_uniform(length) for length in out.lengths))
+    return out
 
 
 def convert_slice_ragged(ctx):
