@@ -181,6 +181,11 @@ def _prepend_n(ctx, shape: tf.Tensor) -> tf.Tensor:
 
 def _swap01(x: tf.Tensor) -> tf.Tensor:
     """Swap the first two axes: [T, n, ...] <-> [n, T, ...]."""
+    if x.dtype == tf.variant:  # no variant Transpose kernel on CPU: a gather of rows
+        dims = tf.shape(x)
+        order = tf.reshape(tf.transpose(tf.reshape(tf.range(dims[0] * dims[1]), dims[:2])), [-1])
+        rows = tf.reshape(x, tf.concat([[-1], dims[2:]], 0))
+        return tf.reshape(tf.gather(rows, order), tf.concat([dims[1:2], dims[:1], dims[2:]], 0))
     rank = x.shape.rank
     if rank is not None:
         return tf.transpose(x, [1, 0] + list(range(2, rank)))
