@@ -87,3 +87,16 @@ def test_ragged_data_and_ids():
     lengths = tf.constant([3, 0, 2])
     for fn in OPS.values():
         check(lambda i: fn(xs[i, :lengths[i]], ids[i, :lengths[i]]), 3)
+
+
+def test_unsorted_segments_of_ragged_data_by_ids_of_one_shape():
+    """Data whose shape the body does not know statically (x[:n_i]) by ids of one shape:
+    the loop needs them to match, so they are of one shape (checked when it runs)."""
+    xs = tf.reshape(tf.range(12.0), [3, 4])
+    ids = tf.constant([0, 2, 2])
+    lengths = tf.constant([3, 3, 3])
+    for fn in (tf.math.unsorted_segment_sum, tf.math.unsorted_segment_max,
+               tf.math.unsorted_segment_min, tf.math.unsorted_segment_prod):
+        check(lambda i: fn(xs[i, :lengths[i]], ids, 3), 3)  # noqa: B023
+    testing.assert_fails_like_loop(
+        lambda i: tf.math.unsorted_segment_sum(xs[i, :tf.constant([3, 2, 3])[i]], ids, 3), 3)

@@ -25,7 +25,8 @@ def check_ragged_tensor(body, n):
     """A body returning a tf.RaggedTensor: pfor's rows (eager, tf.function of run-time
     iters, chunks of 2) are the loop's values; nothing falls back."""
     want = [body(tf.constant(j)) for j in range(n)]
-    if not all(isinstance(w, tf.RaggedTensor) for w in want):
+    like = want or [body(tf.constant(0))]  # with no iteration: what the body returns
+    if not all(isinstance(w, tf.RaggedTensor) for w in like):
         check(body, n)  # a dense value per iteration
         return
     want = [w.to_list() for w in want]
@@ -302,3 +303,99 @@ def test_to_tensor_of_drawn_row_splits(n, seed, default, shape):
         return rt.to_tensor(default_value=tf.constant(default, tf.int64), shape=shape)
 
     check(body, n)
+
+
+# -- RaggedGather of params built in the body -------------------------------------------
+
+# Which parts of the body's params vary per iteration, level by level (row lengths of
+# each ragged level, then the values): "U" the same in every iteration, "S" per
+# iteration with a fixed count, "R" per iteration with a count of its own.
+GATHER_KINDS = [("U", "S"), ("S", "S"), ("S", "R"), ("R", "R"), ("U", "U", "S"),
+                ("U", "S", "R"), ("S", "R", "R"), ("R", "R", "R")]
+
+
+def _lengths(rng, rows, total):
+    """Row lengths of ``rows`` rows adding up to ``total`` (None: free, 0..2 each)."""
+    if total is None:
+        return rng.integers(0, 3, size=rows)
+    cuts = np.sort(rng.integers(0, total + 1, size=rows - 1))
+    return np.diff(np.concatenate([[0], cuts, [total]]))
+
+
+def _body_params(kinds, rng):
+    """A function of i: a RaggedTensor built in the body from row lengths and values
+    that vary per iteration as ``kinds`` says. Every iteration has at least one row."""
+    levels = len(kinds) - 1
+    tables = [[] for _ in kinds]  # per level: each iteration's row lengths / values
+    for j in range(MAX_N):
+        rows = 2 if kinds[0] in "US" else int(rng.integers(1, 4))
+        for level in range(levels):
+            # A fixed count below (U or S) fixes this level's total.
+            below = kinds[level + 1]
+            total = (3 if level + 1 < levels else 4) if below in "US" else None
+            lengths = _lengths(rng, rows, total)
+            tables[level].append(lengths)
+            rows = int(lengths.sum())
+        tables[levels].append(rng.integers(-9, 9, size=rows).astype(np.float32))
+    for level, kind in enumerate(kinds):  # "U": iteration 0's for every iteration
+        if kind == "U":
+            tables[level] = [tables[level][0]] * MAX_N
+    # A "U" level above varying ones would not fit them: GATHER_KINDS avoids it.
+    width = [max(len(t) for t in table) for table in tables]
+    padded = [tf.constant(np.stack([np.pad(t, [0, w - len(t)]) for t in table]))
+              for table, w in zip(tables, width)]
+    fixed = [len(table[0]) for table in tables]  # the count of a U or S level
+    counts = [tf.constant([len(t) for t in table], tf.int32) for table in tables]
+
+    def part(level, i):
+        kind = kinds[level]
+        if kind == "U":
+            return padded[level][0, :fixed[level]]
+        if kind == "S":
+            return padded[level][i, :fixed[level]]
+        return padded[level][i, :counts[level][i]]
+
+    def params(i):
+        rt = part(levels, i)
+        for level in reversed(range(levels)):
+            rt = tf.RaggedTensor.from_row_lengths(rt, tf.cast(part(level, i), tf.int64))
+        return rt
+
+    return params
+
+
+@pytest.mark.parametrize("kinds", GATHER_KINDS, ids="".join)
+@settings(max_examples=2, deadline=None)
+@given(n=st.integers(0, MAX_N), seed=st.integers(0, 2**16),
+       index=st.sampled_from(["scalar", "vector", "ragged"]))
+def test_gather_of_params_built_in_the_body(kinds, n, seed, index):
+    rng = np.random.default_rng(seed)
+    params = _body_params(kinds, rng)
+    picks = tf.constant(rng.integers(0, 8, size=[MAX_N, 3]), tf.int32)
+    counts = tf.constant(rng.integers(0, 4, size=MAX_N), tf.int32)
+
+    def body(i):
+        rt = params(i)
+        valid = picks[i] % tf.cast(rt.nrows(), tf.int32)  # every iteration has rows
+        return tf.gather(rt, {"scalar": valid[0], "vector": valid,
+                              "ragged": valid[:counts[i]]}[index])
+
+    check_ragged_tensor(body, n)
+
+
+def test_gather_of_params_built_in_the_body_out_of_range_fails_like_the_loop():
+    values = tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    testing.assert_fails_like_loop(
+        lambda i: tf.gather(tf.RaggedTensor.from_row_lengths(values[i], [1, 2]),
+                            tf.stack([i * 2])).flat_values, 2)
+
+
+def test_validating_a_ragged_tensor_built_in_the_body_fails_like_the_loop():
+    """from_row_lengths validates in an assert guard (an If) whose data are ragged: it
+    fails when any iteration's row lengths do not add up, as the loop does."""
+    values = tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    counts = tf.constant([3, 2])
+    body = lambda i: tf.reduce_sum(tf.RaggedTensor.from_row_lengths(  # noqa: E731
+        values[i, :counts[i]], tf.constant([1, 2], tf.int64)), axis=1)
+    testing.assert_fails_like_loop(body, 2)
+    testing.assert_matches_loop(lambda i: body(0 * i), 2, graph=True)

@@ -10,11 +10,11 @@ def pfor_converter_api_version():
 
 @hookimpl
 def pfor_register_converters(registry):
-    from pfor_controlflow import (calls, conditionals, list_views, loops, optionals,
-                                  row_views, tensor_lists)
+    from pfor_controlflow import (assert_guards, calls, conditionals, list_views, loops,
+                                  optionals, row_views, tensor_lists)
 
-    for module in (calls, conditionals, loops, tensor_lists, list_views, optionals,
-                   row_views):
+    for module in (calls, conditionals, assert_guards, loops, tensor_lists, list_views,
+                   optionals, row_views):
         module.register(registry)
 
 

@@ -101,6 +101,51 @@ def convert_ragged_gather(ctx):
     out_splits, out_values = tf.raw_ops.RaggedGather(
         params_nested_splits=[s.tensor for s in splits], params_dense_values=dense.tensor,
         indices=flat, OUTPUT_RAGGED_RANK=len(splits))
+    return _gathered(ctx, out_splits, out_values, counts, static)
+
+
+def convert_ragged_gather_of_per_iteration_params(ctx):
+    """RaggedGather of a ragged tensor built in the body (per-iteration row splits or
+    values): the iterations' params are put one after the other as one ragged tensor,
+    each iteration's indices offset to its own rows (checked in range: the loop's
+    kernel rejects what would otherwise land in another iteration's rows)."""
+    if ctx.compiled:
+        return ctx.decline("the number of values has no static bound under XLA")
+    *splits, dense, indices = ctx.inputs
+    rank = per_iteration_rank(indices)
+    if rank > 1:
+        return ctx.decline("indices of rank > 1")
+    if is_ragged(dense) and dense.ragged_axes != (0,):
+        return ctx.decline("values whose inner dimensions vary per iteration")
+    lengths, rows = [], []
+    for partition in splits:
+        level, count, _ = _row_lengths(ctx, partition)
+        lengths.append(level)
+        rows.append(count)
+    values, counts, _ = _vector(ctx, dense) if dense.shape.rank == 1 else _values(ctx, dense)
+    values = _first(ctx, values, counts, _sum_per_iteration(ctx, lengths[-1], rows[-1]))
+    kind = ctx.attr("Tsplits")
+    nested = [tf.concat([tf.zeros([1], kind), tf.cumsum(tf.cast(level, kind))], 0)
+              for level in lengths]
+    if rank == 0:
+        flat, counts, static = ctx.stack(indices), None, None
+        owner = tf.range(ctx.n)
+    else:
+        flat, counts, static = _vector(ctx, indices)
+        owner = tf.repeat(tf.range(ctx.n), counts)
+    local = tf.cast(flat, tf.int32)
+    inside = tf.reduce_all((local >= 0) & (local < tf.gather(rows[0], owner)))
+    local = ctx.check(inside, "RaggedGather: indices out of range [0, nrows)", tensor=local)
+    offset = tf.gather(tf.cumsum(rows[0], exclusive=True), owner)
+    out_splits, out_values = tf.raw_ops.RaggedGather(
+        params_nested_splits=nested, params_dense_values=values,
+        indices=tf.cast(local + offset, flat.dtype), OUTPUT_RAGGED_RANK=len(splits))
+    return _gathered(ctx, out_splits, out_values, counts, static)
+
+
+def _gathered(ctx, out_splits, out_values, counts, static):
+    """Each iteration's piece of a RaggedGather over all iterations' indices (``counts``
+    per iteration, None for one scalar index each)."""
     outputs = []
     if counts is None:  # one row each: its sub-rows are the iteration's value
         begin = tf.range(ctx.n)
@@ -263,5 +308,10 @@ def register(registry):
         registry.add("RaggedRange", convert_ragged_range, inputs=pattern)
     for pattern in ("UUS", "UUR", "UUUS", "UUUR"):
         registry.add("RaggedGather", convert_ragged_gather, inputs=pattern)
+    # Params built in the body: some per-iteration splits or values (1 or 2 levels).
+    for pattern in ("S??", "R??", "US?", "UR?", "S???", "R???", "US??", "UR??", "UUS?",
+                    "UUR?"):
+        registry.add("RaggedGather", convert_ragged_gather_of_per_iteration_params,
+                     inputs=pattern)
     for pattern in ("U*U*", "URU*", "U*UR", "URUR", "URU*R", "URURR", "U*U**", "URUUR"):
         registry.add("RaggedTensorToTensor", convert_ragged_to_tensor, inputs=pattern)

@@ -5,12 +5,17 @@ Each iteration's ids are moved to its own block of ``num_segments`` segments; th
 padding goes to one extra segment that is dropped. Ids outside ``[0, num_segments)``
 fail as the loop's kernel does. With per-iteration ``num_segments`` the result is
 ragged along its first dimension (blocks as wide as the largest).
+
+Ragged data by ids of one shape in every iteration: the loop's kernel needs the data's
+leading dimensions to be the ids' shape, so they are one shape in every iteration
+(checked when it runs) and the stacked converter takes them.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
+from pfor_converters_math import segments
 from pfor_core.extend import Decline, Ragged, Stacked
 
 
@@ -52,8 +57,18 @@ def convert_unsorted_segment_ragged(ctx):
     return Ragged.from_stacked(out, lengths)
 
 
+def convert_unsorted_segment_of_uniform_data(ctx):
+    """Ragged data, ids of one shape: the data are of one shape too (checked)."""
+    data, ids, count = ctx.inputs
+    data = data.uniform(f"pfor: {ctx.op_type} (op {ctx.op.name}): data whose shape differs "
+                        "between iterations meet segment ids of one shape (the loop's "
+                        "kernel needs data.shape[:ids.rank] == ids.shape)")
+    return segments.convert_unsorted_segment(ctx.with_inputs([data, ids, count]))
+
+
 def register(registry):
     for op_type in ("UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin",
                     "UnsortedSegmentProd"):
         registry.add(op_type, convert_unsorted_segment_ragged, inputs="RR*")
         registry.add(op_type, convert_unsorted_segment_ragged, inputs="SR*")
+        registry.add(op_type, convert_unsorted_segment_of_uniform_data, inputs="R*U")
