@@ -304,6 +304,31 @@ def test_to_tensor_of_drawn_row_splits(n, seed, default, shape):
 
     check(body, n)
 
+    def per_iteration_default(i):  # each iteration's own default value
+        rt = tf.RaggedTensor.from_row_splits(values[i, :counts[i]], splits[i, :sizes[i]],
+                                             validate=False)
+        return rt.to_tensor(default_value=tf.cast(i, tf.int64) + default, shape=shape)
+
+    check(per_iteration_default, n)
+
+
+def test_to_tensor_with_a_per_iteration_default_of_rows():
+    """A default of the values' inner shape, per iteration, with stacked and ragged
+    row splits."""
+    values = tf.reshape(tf.range(24.0), [4, 3, 2])
+    counts = tf.constant([3, 0, 2, 1])
+
+    def body(i):
+        rt = tf.RaggedTensor.from_row_lengths(values[i, :counts[i]],
+                                              tf.stack([counts[i] - counts[i] // 2,
+                                                        counts[i] // 2]))
+        return rt.to_tensor(default_value=tf.gather(values, i)[0] * -1.0)
+
+    check(body, 4)
+    check(lambda i: tf.RaggedTensor.from_row_lengths(
+        values[i, :counts[i]], tf.ones([counts[i]], tf.int32)).to_tensor(
+            default_value=-tf.cast(i, tf.float32)), 4)
+
 
 # -- RaggedGather of params built in the body -------------------------------------------
 
@@ -399,3 +424,32 @@ def test_validating_a_ragged_tensor_built_in_the_body_fails_like_the_loop():
         values[i, :counts[i]], tf.constant([1, 2], tf.int64)), axis=1)
     testing.assert_fails_like_loop(body, 2)
     testing.assert_matches_loop(lambda i: body(0 * i), 2, graph=True)
+
+
+def test_ragged_tensor_parts_of_every_kind():
+    """Row splits the same in every iteration over values the body cannot size
+    statically (they fit at run time), and per-iteration defaults over fixed values:
+    the remaining input kinds of RaggedGather and RaggedTensorToTensor."""
+    values = tf.reshape(tf.range(24.0), [4, 6])
+    six = tf.fill([4], 6)  # every iteration keeps all 6: known only at run time
+
+    def flat(i):  # U splits, R values
+        return tf.RaggedTensor.from_row_splits(values[i, :six[i]], [0, 2, 2, 6])
+
+    def nested(i):  # U splits over R splits over R values
+        splits = tf.constant([0, 2, 6, 6], tf.int64)[:tf.fill([4], 4)[i]]  # all 4: run time
+        middle = tf.RaggedTensor.from_row_splits(values[i, :six[i]], splits)
+        return tf.RaggedTensor.from_row_splits(middle, [0, 1, 3])
+
+    def under_fixed(i):  # U splits over U splits over R values
+        middle = tf.RaggedTensor.from_row_splits(values[i, :six[i]], [0, 3, 6])
+        return tf.RaggedTensor.from_row_splits(middle, [0, 1, 2])
+
+    for params in (flat, nested, under_fixed):
+        check_ragged_tensor(lambda i: tf.gather(params(i), [1, 0]), 4)  # noqa: B023
+    fixed = lambda i: tf.RaggedTensor.from_row_lengths(  # noqa: E731
+        values[i], tf.stack([i % 3, 6 - i % 3]))
+    varying = lambda i: tf.RaggedTensor.from_row_lengths(  # noqa: E731
+        values[i], tf.concat([[6], tf.zeros([i], tf.int64)], 0))
+    for rt in (fixed, varying):
+        check(lambda i: rt(i).to_tensor(default_value=-tf.cast(i, tf.float32)), 4)  # noqa: B023

@@ -195,7 +195,8 @@ def _rowid_lengths(ctx, rowids, rows):
 
 def convert_ragged_to_tensor(ctx):
     """RaggedTensorToTensor (``rt.to_tensor()``) of per-iteration values and row
-    partitions, with an invariant shape and default value."""
+    partitions, with an invariant shape and an invariant or per-iteration default
+    value."""
     if ctx.compiled:
         return ctx.decline("the output's size has no static bound under XLA")
     shape, values, default, *partitions = ctx.inputs
@@ -246,8 +247,16 @@ def convert_ragged_to_tensor(ctx):
     for level in reversed(lengths):
         rt = tf.RaggedTensor.from_row_lengths(rt, tf.cast(level, tf.int64), validate=False)
     rt = tf.RaggedTensor.from_row_lengths(rt, tf.cast(rows[0], tf.int64), validate=False)
-    dense = rt.to_tensor(default_value=default.tensor,
-                         shape=[None] + [None if d < 0 else int(d) for d in wanted])
+    out_shape = [None] + [None if d < 0 else int(d) for d in wanted]
+    if default.is_stacked:  # each iteration's own default where it has no value
+        dense = rt.to_tensor(shape=out_shape)
+        present = tf.ones_like(rt, dtype=tf.bool).to_tensor(shape=out_shape)
+        fill = default.tensor
+        fill = tf.reshape(fill, tf.concat([tf.shape(fill)[:1], tf.ones(
+            [dense.shape.rank - fill.shape.rank], tf.int32), tf.shape(fill)[1:]], 0))
+        dense = tf.where(present, dense, fill)
+    else:
+        dense = rt.to_tensor(default_value=default.tensor, shape=out_shape)
     # Each iteration's extent: the fixed size where ``shape`` gives one, else its rows
     # (dimension 0) or its longest row (the others); inner dimensions are uniform.
     extents = [None if wanted[0] >= 0 or static_rows is not None else rows[0]]
@@ -313,5 +322,6 @@ def register(registry):
                     "UUR?"):
         registry.add("RaggedGather", convert_ragged_gather_of_per_iteration_params,
                      inputs=pattern)
-    for pattern in ("U*U*", "URU*", "U*UR", "URUR", "URU*R", "URURR", "U*U**", "URUUR"):
+    for pattern in ("U*U*", "URU*", "U*UR", "URUR", "URU*R", "URURR", "U*U**", "URUUR",
+                    "U*S*", "URS*", "U*SR", "URSR"):
         registry.add("RaggedTensorToTensor", convert_ragged_to_tensor, inputs=pattern)

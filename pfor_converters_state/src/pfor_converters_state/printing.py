@@ -9,7 +9,8 @@
 - ``PrintV2`` of an invariant string prints once; of a stacked string (per-iteration
   messages) prints them all joined by ``end``, in iteration order: the loop's output.
 - ``Assert`` fails if any iteration's would: the condition is reduced with ``all`` over
-  the iterations and the data are passed stacked, so the message shows all of them.
+  the iterations and the data are passed stacked, so the message shows all of them
+  (ragged data as their padded tensors).
 
 With no iterations (``n == 0`` known statically) nothing is printed or checked; with a
 run-time ``n == 0`` a print still runs once (showing empty values).
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Invariant
+from pfor_core.extend import Invariant, Ragged
 
 
 def _summarize(ctx):
@@ -57,7 +58,8 @@ def convert_assert(ctx):
     cond = condition.tensor
     if condition.is_stacked:
         cond = tf.reduce_all(cond, axis=0)
-    ctx.emit(cond, *(v.tensor for v in data), attrs={"summarize": _summarize(ctx)})
+    shown = [v.padded if isinstance(v, Ragged) else v.tensor for v in data]
+    ctx.emit(cond, *shown, attrs={"summarize": _summarize(ctx)})
     return []
 
 
@@ -66,3 +68,4 @@ def register(registry):
     registry.add("StringFormat", convert_string_format, inputs="*...")
     registry.add("PrintV2", convert_print, inputs="*")
     registry.add("Assert", convert_assert, inputs="*...")
+    registry.add("Assert", convert_assert, inputs="??...")  # ragged data too
