@@ -40,7 +40,7 @@ def check_gradient(body, source, n):
                                tf.convert_to_tensor(want).numpy(), rtol=1e-4, atol=1e-5)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(n=st.integers(0, MAX_N), count=st.integers(1, 3),
        data=st.sampled_from(["stacked", "invariant", "ragged", "matrix"]),
        inner=st.booleans(), seed=st.integers(0, 2**16))
@@ -67,7 +67,7 @@ def test_partitions_out_of_range_fail_like_the_loop():
     testing.assert_fails_like_loop(lambda i: tf.dynamic_partition(xs[i], parts[i], 2), 2)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(n=st.integers(0, MAX_N), matrix=st.booleans(), stacked=st.booleans(),
        ties=st.booleans(), dtype=st.sampled_from([tf.float32, tf.int32]),
        seed=st.integers(0, 2**16))

@@ -45,7 +45,7 @@ def sorted_ids(rng, shape):
     return np.cumsum(steps, axis=-1)
 
 
-@settings(max_examples=24, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(n=st.integers(0, MAX_N), op=st.sampled_from(sorted(OPS)),
        data=st.sampled_from(["stacked", "invariant", "ragged"]), inner=st.booleans(),
        width=st.sampled_from([0, 1, WIDTH]), seed=st.integers(0, 2**16))

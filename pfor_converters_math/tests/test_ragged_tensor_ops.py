@@ -76,7 +76,7 @@ def test_ragged_range_of_every_argument_kind(kinds):
     check(lambda i: tf.ragged.range(*args(i)).to_tensor(), MAX_N)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(n=st.integers(0, MAX_N), kinds=st.sampled_from(RANGE_KINDS),
        dtype=st.sampled_from([tf.int32, tf.int64, tf.float32]),
        splits=st.sampled_from([tf.int32, tf.int64]), seed=st.integers(0, 2**16))
@@ -282,7 +282,7 @@ def test_gather_of_ragged_params_out_of_range_fails_like_the_loop():
     testing.assert_fails_like_loop(lambda i: tf.gather(tf.range(i + 1), index[i, :i + 1]), 2)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(n=st.integers(0, MAX_N), seed=st.integers(0, 2**16), default=st.integers(-2, 2),
        shape=st.sampled_from([None, [None, 2], [2, None], [None, None]]))
 def test_to_tensor_of_drawn_row_splits(n, seed, default, shape):
