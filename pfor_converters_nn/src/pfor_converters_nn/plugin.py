@@ -15,7 +15,7 @@ def pfor_register_converters(registry):
     from pfor_converters_nn import normalization, pooling
     from pfor_converters_nn import conv, filter_patches, image, space_batch
     from pfor_converters_nn import ragged_activations
-    from pfor_converters_nn import colour
+    from pfor_converters_nn import colour, crops
 
     bias.register(registry)
     activations.register(registry)
@@ -26,6 +26,7 @@ def pfor_register_converters(registry):
     filter_patches.register(registry)
     image.register(registry)
     colour.register(registry)
+    crops.register(registry)
     ragged_activations.register(registry)
     space_batch.register(registry)
 
