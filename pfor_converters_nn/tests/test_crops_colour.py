@@ -126,3 +126,24 @@ def test_colour_space_of_ragged_images():
         return tf.reduce_sum(tf.image.hsv_to_rgb(tf.image.rgb_to_hsv(image)), axis=0)
 
     testing.assert_matches_loop(loop_fn, 3, graph=True)
+
+
+@pytest.mark.parametrize("which", ["image", "boxes"])
+def test_crop_and_resize_grad_ops_every_invariance_mix(which):
+    rng = np.random.default_rng(5)
+    n = 2
+    images = tf.constant(rng.standard_normal([n, 2, 3, 4, 1]), tf.float32)
+    boxes = tf.constant(rng.uniform(-0.2, 1.2, [n, 3, 4]), tf.float32)
+    box_ind = tf.constant(rng.integers(0, 2, [n, 3]), tf.int32)
+    grads = tf.constant(rng.standard_normal([n, 3, 2, 2, 1]), tf.float32)
+
+    def fn(g, img, b, ind):
+        if which == "image":
+            return tf.raw_ops.CropAndResizeGradImage(grads=g, boxes=b, box_ind=ind,
+                                                     image_size=[2, 3, 4, 1], T=tf.float32)
+        return tf.raw_ops.CropAndResizeGradBoxes(grads=g, image=img, boxes=b, box_ind=ind)
+
+    full = [grads, images, boxes, box_ind]
+    for combo in testing.invariance_combinations(4):
+        args = [a if s else a[0] for a, s in zip(full, combo)]
+        testing.check_op(fn, args, stacked=list(combo), n=n, atol=1e-4, rtol=1e-4)
