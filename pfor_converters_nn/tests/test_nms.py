@@ -113,3 +113,51 @@ def test_bad_size_or_threshold_fails_like_the_loop(bad):
         return tf.image.non_max_suppression(boxes, tf.constant([0.9, 0.8]), size, iou)
 
     testing.assert_fails_like_loop(loop_fn, 2)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.data())
+def test_combined_non_max_suppression(data):
+    """tf.image.combined_non_max_suppression of per-iteration batches: boxes and/or
+    scores stacked, boxes shared by classes (q = 1) or per class, padded per class or
+    not, clipped or not."""
+    batch, count, classes = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 4)),
+                             data.draw(st.integers(1, 3)))
+    q = data.draw(st.sampled_from([1, classes]), label="q")
+    n = data.draw(iters, label="n")
+    stacked = testing.draw_stacked(data, 2)
+    pad, clip = data.draw(st.booleans(), label="pad"), data.draw(st.booleans(), label="clip")
+    rng = np.random.default_rng(data.draw(st.integers(0, 999)))
+    boxes = tf.constant(rng.uniform(-0.2, 1.2, [n] * stacked[0] + [batch, count, q, 4]),
+                        tf.float32)
+    scores = tf.constant(rng.random([n] * stacked[1] + [batch, count, classes]), tf.float32)
+
+    def fn(b, s):
+        return tuple(tf.image.combined_non_max_suppression(
+            b, s, 2, 3, iou_threshold=0.4, score_threshold=0.2, pad_per_class=pad,
+            clip_boxes=clip))
+
+    testing.check(data, fn, [boxes, scores], stacked=stacked, n=n)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.data())
+def test_draw_bounding_boxes(data):
+    """tf.image.draw_bounding_boxes (V2, with colours) and the V1 op: images and/or
+    boxes stacked."""
+    batch, count = data.draw(st.integers(0, 2)), data.draw(st.integers(0, 3))
+    n = data.draw(iters, label="n")
+    stacked = testing.draw_stacked(data, 2)
+    version = data.draw(st.sampled_from(["V1", "V2"]), label="version")
+    rng = np.random.default_rng(data.draw(st.integers(0, 999)))
+    images = tf.constant(rng.random([n] * stacked[0] + [batch, 5, 6, 3]), tf.float32)
+    boxes = tf.constant(rng.uniform(-0.1, 1.1, [n] * stacked[1] + [batch, count, 4]),
+                        tf.float32)
+    colours = tf.constant([[1.0, 0.0, 0.0, 1.0], [0.0, 0.5, 1.0, 1.0]])
+
+    def fn(x, b):
+        if version == "V1":
+            return tf.raw_ops.DrawBoundingBoxes(images=x, boxes=b)
+        return tf.image.draw_bounding_boxes(x, b, colours)
+
+    testing.check(data, fn, [images, boxes], stacked=stacked, n=n)

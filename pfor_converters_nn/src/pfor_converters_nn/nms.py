@@ -17,6 +17,11 @@ value when that size is invariant. ``valid_outputs`` is stacked. Soft NMS (V5 wi
 ``soft_nms_sigma > 0``) re-ranks candidates as their scores decay and is not converted:
 only a constant sigma of 0 is. Data-dependent loop lengths and shapes do not compile
 under XLA, so the converter declines there.
+
+CombinedNonMaxSuppression already takes a batch (``[b, boxes, q, 4]`` boxes and
+``[b, boxes, classes]`` scores, each batch row alone): stacked boxes and scores fold
+into ``[n*b, ...]`` (an invariant one is broadcast), the sizes and thresholds must be
+invariant, and every output splits back.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Ragged, Stacked
+from pfor_core.extend import Ragged, Stacked, shapes
 
 LOWEST = float(np.finfo(np.float32).min)
 
@@ -136,8 +141,20 @@ def convert_non_max_suppression(ctx):
     return results
 
 
+def convert_combined_non_max_suppression(ctx):
+    """CombinedNonMaxSuppression(boxes, scores, sizes..., thresholds...): fold n into
+    the batch of boxes and scores."""
+    batch = next(ctx.dims(v)[1] for v in ctx.inputs[:2] if v.is_stacked)
+    folded = [shapes.merge_leading(ctx.stack(v), 2, ctx.n) for v in ctx.inputs[:2]]
+    outs = ctx.emit(*folded, *[v.tensor for v in ctx.inputs[2:]])
+    return [Stacked(tensor=shapes.reshape(t, [ctx.n_dim, batch] + shapes.dims(t)[1:]))
+            for t in outs]
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add(["NonMaxSuppression", "NonMaxSuppressionV2", "NonMaxSuppressionV3",
                   "NonMaxSuppressionV4", "NonMaxSuppressionV5"],
                  convert_non_max_suppression, inputs="*...")
+    registry.add("CombinedNonMaxSuppression", convert_combined_non_max_suppression,
+                 inputs="**UUUU")
