@@ -29,8 +29,8 @@ def test_band_part_per_iteration_bounds(data):
     dtype = data.draw(st.sampled_from([tf.float32, tf.int64, tf.bool]), label="dtype")
     index = data.draw(st.sampled_from([tf.int32, tf.int64]), label="Tindex")
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
-    x = tf.cast(values(rng, [n] * stacked[0] + batch + [rows, cols]) > 0, dtype) \
-        if dtype == tf.bool else tf.cast(values(rng, [n] * stacked[0] + batch + [rows, cols]) * 5, dtype)
+    x = values(rng, [n] * stacked[0] + batch + [rows, cols])
+    x = x > 0 if dtype == tf.bool else tf.cast(x * 5, dtype)
     lower = tf.constant(rng.integers(-1, rows + 1, [n] * stacked[1]), index)
     upper = tf.constant(rng.integers(-1, cols + 1, [n] * stacked[2]), index)
     testing.check(data, tf.linalg.band_part, [x, lower, upper], stacked=stacked, n=n)
