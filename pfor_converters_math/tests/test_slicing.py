@@ -241,19 +241,15 @@ def test_strided_slice_stacked_range_bound_of_one_size():
     testing.assert_matches_loop(loop_fn, 3)
 
 
-def test_stacked_shape_arguments_fall_back():
-    """Per-iteration shifts have no converter; the fallback loop still gives the right
-    result. (Per-iteration paddings: test_offsets.py; per-iteration slice sizes:
-    test_ragged_slices.py.)"""
+def test_per_iteration_shifts_roll_without_fallback():
+    """Per-iteration shifts gather per rolled axis (more in test_bands_rolls_sequences.py)."""
     x = tf.reshape(tf.range(24.0), [4, 6])
     table = tf.constant([[1, 2], [2, 1], [0, 3]])  # rows that differ per iteration
 
     def loop_fn(i):
         return tf.roll(x, tf.gather(table, i), [0, 1])
 
-    with pytest.raises(pf.ConversionError):
-        pf.pfor(loop_fn, 3, fallback="error")
-    testing.assert_matches_loop(loop_fn, 3, fallback="loop")
+    testing.assert_matches_loop(loop_fn, 3)
 
 
 @given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=3), n=ITERS)

@@ -366,9 +366,8 @@ def roll(b):
     if shift is None:
         return b.emit("roll", f"tf.roll({{0}}, shift={b.draw(st.integers(-3, 3))}, "
                       f"axis={axis})", [a], exact=True)
-    # A per-iteration shift is declined (Roll converts with an invariant shift only).
-    return b.emit("roll", f"tf.roll({{0}}, shift={{1}}, axis={axis})", [a, shift], exact=True,
-                  converted=not shift.varying)
+    # A per-iteration shift is a batched gather per rolled axis.
+    return b.emit("roll", f"tf.roll({{0}}, shift={{1}}, axis={axis})", [a, shift], exact=True)
 
 
 def split(b):

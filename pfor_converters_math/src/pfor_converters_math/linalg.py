@@ -15,6 +15,12 @@ Cross (the cross product over the last axis) takes two equal shapes and does not
 broadcast, so an invariant operand is tiled to the stacked shape, as for the elementwise
 family's equal-shape kernels.
 
+MatrixBandPart with per-iteration bounds (``band_part(x, k_i, k_i)``) has no kernel: the
+band is a mask built from the row-minus-column offsets, one ``[M, N]`` mask per iteration
+(``[n, 1, ..., M, N]``, broadcast over the batch axes and, for invariant matrices, the
+matrices themselves: nothing is tiled), then a select. The kernel's bound checks
+(``num_lower <= M``, ``num_upper <= N``) are kept at run time.
+
 Diag / DiagPart (the rank-2k tensor diagonal) become MatrixDiag / MatrixDiagPart on a
 flattened view: ``Diag(x) = reshape(MatrixDiag(flatten(x)), shape + shape)``.
 
@@ -145,6 +151,31 @@ def convert_diag_part(ctx):
     return Stacked(tensor=shapes.reshape(out, [d[0]] + half))
 
 
+def convert_band_part_stacked_bounds(ctx):
+    """MatrixBandPart(input, num_lower, num_upper) with a per-iteration bound: a
+    per-iteration band mask and a select (a negative bound keeps that whole triangle)."""
+    x, lower, upper = ctx.inputs
+    if x.shape.rank is None:
+        return ctx.decline("the matrices' rank is unknown")
+    rank = x.shape.rank
+    rows, cols = shapes.dims(x.tensor)[-2:]
+    # offset[r, c] = r - c: below the diagonal positive, above negative.
+    offset = tf.range(rows)[:, None] - tf.range(cols)[None, :]
+
+    def bound(value):  # [n, 1, 1] when stacked, a scalar when not
+        b = tf.cast(value.tensor, tf.int32)
+        return b[:, None, None] if value.is_stacked else b
+
+    low, high = bound(lower), bound(upper)
+    keep = ((low < 0) | (offset <= low)) & ((high < 0) | (-offset <= high))  # [n, M, N]
+    keep = shapes.insert_axes(keep, rank, ctx.n)  # [n, 1.., M, N]
+    valid = (tf.reduce_all(low <= tf.cast(rows, tf.int32))
+             & tf.reduce_all(high <= tf.cast(cols, tf.int32)))
+    keep = ctx.check(valid, "num_lower must be negative or less or equal to the number of "
+                     "rows, and num_upper to the number of columns", tensor=keep)
+    return Stacked(tensor=tf.where(keep, x.tensor, tf.zeros([], x.dtype)))
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.batch_polymorphic(_ALL_BATCHED)
@@ -159,3 +190,5 @@ def register(registry):
     registry.add("Diag", convert_diag, inputs="S")
     registry.add("DiagPart", convert_diag_part, inputs="S")
     registry.add("Cross", same_shape, inputs="**")
+    registry.add("MatrixBandPart", convert_band_part_stacked_bounds, inputs="*S*")
+    registry.add("MatrixBandPart", convert_band_part_stacked_bounds, inputs="*US")

@@ -115,5 +115,5 @@ def convert_bincount(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    for pattern in ("S**", "US*", "R*U", "R*R"):
+    for pattern in ("S**", "US*", "UUS", "R*U", "R*R"):
         registry.add(["Bincount", "DenseBincount"], convert_bincount, inputs=pattern)

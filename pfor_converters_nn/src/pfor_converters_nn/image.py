@@ -27,6 +27,10 @@ hue + delta wrapped into [0, 1), saturation * scale clipped to [0, 1]).
 DepthToSpace / SpaceToDepth move pixels within each image: fold n into the batch
 (channels-last only; the CPU has no other kernel).
 
+DrawBoundingBoxes/V2 draw each image's own boxes ([b, h, w, d] images, [b, k, 4] boxes):
+both fold into [n*b, ...] (an invariant one is broadcast: each image needs its boxes);
+the colours (V2) must be invariant.
+
 InTopK/InTopKV2 score each row of the batch alone: predictions [n, b, c] and targets
 [n, b] fold into [n*b, c] and [n*b]; an invariant one of them is broadcast (each row
 needs its pair). A stacked k (InTopKV2) has no converter.
@@ -128,6 +132,13 @@ def convert_depth_space(ctx):
     return _unfold(ctx, ctx.emit(_fold(ctx, 0))[0], 0)
 
 
+def convert_draw_boxes(ctx):
+    """DrawBoundingBoxes(images, boxes) / DrawBoundingBoxesV2(images, boxes, colors)."""
+    k = 0 if ctx.inputs[0].is_stacked else 1
+    out = ctx.emit(_fold(ctx, 0), _fold(ctx, 1), *[v.tensor for v in ctx.inputs[2:]])[0]
+    return _unfold(ctx, out, k)
+
+
 def convert_in_top_k(ctx):
     """InTopK(predictions, targets) / InTopKV2(predictions, targets, k)."""
     k = 0 if ctx.inputs[0].is_stacked else 1
@@ -153,5 +164,7 @@ def register(registry):
     registry.add(list(ADJUST), convert_adjust_color, inputs="SU")
     registry.add(list(ADJUST), convert_adjust_color_stacked_factor, inputs="*S")
     registry.add(["DepthToSpace", "SpaceToDepth"], convert_depth_space, inputs="S")
+    registry.add("DrawBoundingBoxes", convert_draw_boxes, inputs="**")
+    registry.add("DrawBoundingBoxesV2", convert_draw_boxes, inputs="**U")
     registry.add("InTopK", convert_in_top_k, inputs="**")
     registry.add("InTopKV2", convert_in_top_k, inputs="**U")

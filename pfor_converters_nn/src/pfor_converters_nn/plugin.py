@@ -15,6 +15,7 @@ def pfor_register_converters(registry):
     from pfor_converters_nn import normalization, pooling
     from pfor_converters_nn import conv, filter_patches, image, space_batch
     from pfor_converters_nn import ragged_activations
+    from pfor_converters_nn import colour, crops, nms, patches
 
     bias.register(registry)
     activations.register(registry)
@@ -24,6 +25,10 @@ def pfor_register_converters(registry):
     conv.register(registry)
     filter_patches.register(registry)
     image.register(registry)
+    colour.register(registry)
+    crops.register(registry)
+    patches.register(registry)
+    nms.register(registry)
     ragged_activations.register(registry)
     space_batch.register(registry)
 
