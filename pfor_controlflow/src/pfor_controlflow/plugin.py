@@ -11,10 +11,10 @@ def pfor_converter_api_version():
 @hookimpl
 def pfor_register_converters(registry):
     from pfor_controlflow import (calls, conditionals, list_views, loops, optionals,
-                                  row_views, tensor_lists)
+                                  row_views, stacks, tensor_arrays, tensor_lists)
 
     for module in (calls, conditionals, loops, tensor_lists, list_views, optionals,
-                   row_views):
+                   row_views, tensor_arrays, stacks):
         module.register(registry)
 
 
