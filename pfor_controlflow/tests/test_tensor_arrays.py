@@ -170,8 +170,9 @@ def test_a_per_iteration_size_is_refused():
         handle, flow = R.TensorArrayV3(size=i + 1, dtype=tf.int32)
         return R.TensorArraySizeV3(handle=handle, flow_in=flow)
 
-    with pytest.raises(pf.ConversionError, match="size differs between iterations"):
-        pf.pfor(body, 3, fallback="loop")
+    for fallback in ("error", "loop"):  # the fallback loop cannot return array handles
+        with pytest.raises(pf.ConversionError, match="size differs between iterations"):
+            pf.pfor(body, 3, fallback=fallback)
 
 
 def test_an_array_used_where_only_some_iterations_go_fails():
