@@ -17,7 +17,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Invariant, Stacked
-from pfor_controlflow.tensor_arrays import _kind, mark
+from pfor_controlflow.tensor_arrays import elements_stacked, mark
 
 
 def convert_stack(ctx):
@@ -32,7 +32,7 @@ def convert_stack(ctx):
 
 def convert_push(ctx):
     handle, elem = ctx.inputs
-    if not _kind(ctx):
+    if not elements_stacked(ctx):
         return ctx.decline("a stack created outside the loop: pushed in the loop's order")
     (out,) = ctx.emit(handle.tensor, ctx.stack(elem))
     if elem.is_stacked:
@@ -43,7 +43,7 @@ def convert_push(ctx):
 
 def convert_pop(ctx):
     (handle,) = ctx.inputs
-    if not _kind(ctx):
+    if not elements_stacked(ctx):
         return ctx.decline("a stack created outside the loop: popped in the loop's order")
     (out,) = ctx.emit(handle.tensor)
     rows = tf.shape(out)[0]
@@ -55,7 +55,7 @@ def convert_pop(ctx):
 
 def convert_close(ctx):
     """StackCloseV2 / TensorArrayCloseV3: one shared stack or array, closed once."""
-    if not _kind(ctx):
+    if not elements_stacked(ctx):
         return ctx.decline("created outside the loop: closed by each iteration in turn")
     ctx.emit(*(v.tensor for v in ctx.inputs))
     return []

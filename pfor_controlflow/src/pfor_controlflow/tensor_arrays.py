@@ -60,7 +60,7 @@ def creator(handle: tf.Tensor):
     return None
 
 
-def stacked_elements(handle: tf.Tensor) -> bool | None:
+def _stacked_elements_of(handle: tf.Tensor) -> bool | None:
     """Whether the converted array ``handle`` holds stacked elements (created in the
     loop body), does not (created outside), or None when that is unknown."""
     op = creator(handle)
@@ -93,10 +93,10 @@ def same_rows(ctx, flow_in: tf.Tensor, tensor: tf.Tensor) -> tf.Tensor:
                      tensor=tensor)
 
 
-def _kind(ctx):
+def elements_stacked(ctx) -> bool:
     """Whether the array of input 0 has stacked elements; a ConversionError if that is
     unknown (a handle passed in some other way than a capture)."""
-    found = stacked_elements(ctx.inputs[0].tensor)
+    found = _stacked_elements_of(ctx.inputs[0].tensor)
     if found is None:
         raise ConversionError(
             f"pfor: {ctx.op_type} (op '{ctx.op.name}'): cannot tell where its TensorArray "
@@ -139,7 +139,7 @@ def refuse_per_iteration_size(ctx):
 def convert_tensor_array_grad(ctx):
     handle, flow_in = ctx.inputs
     source = ctx.attr("source")
-    if _kind(ctx):  # its elements are stacked already: so are the gradient's
+    if elements_stacked(ctx):  # its elements are stacked already: so are the gradient's
         grad, flow = ctx.emit(handle.tensor, flow_in.tensor)
         flow = passed_flow(flow_in.tensor, [grad.op])
     else:
@@ -154,7 +154,7 @@ def convert_tensor_array_grad(ctx):
 # -- writing -------------------------------------------------------------------------
 def convert_write(ctx):
     handle, index, value, flow_in = ctx.inputs
-    if _kind(ctx):
+    if elements_stacked(ctx):
         if index.is_stacked:
             _refuse(ctx, "a per-iteration index")
         rows = same_rows(ctx, flow_in.tensor, ctx.stack(value))
@@ -169,7 +169,7 @@ def convert_write(ctx):
 
 def convert_scatter(ctx):
     handle, indices, value, flow_in = ctx.inputs
-    if _kind(ctx):
+    if elements_stacked(ctx):
         if indices.is_stacked:
             _refuse(ctx, "per-iteration indices")
         rows = same_rows(ctx, flow_in.tensor, ctx.stack(value))
@@ -210,7 +210,7 @@ def _diagonal(ctx, gathered: tf.Tensor) -> tf.Tensor:
 
 def convert_read(ctx):
     handle, index, flow_in = ctx.inputs
-    if _kind(ctx):
+    if elements_stacked(ctx):
         if not index.is_stacked:
             (value,) = ctx.emit(handle.tensor, index.tensor, flow_in.tensor)
         else:  # each iteration's own element, its own row of it
@@ -231,7 +231,7 @@ def _rows_of(value: tf.Tensor, n, k) -> tf.Tensor:
 
 def convert_gather(ctx):
     handle, indices, flow_in = ctx.inputs
-    if _kind(ctx):
+    if elements_stacked(ctx):
         shape = tf.TensorShape(ctx.attr("element_shape"))
         elements = {"element_shape": ctx.stacked_shape(shape) if shape.rank is not None
                     else shape}
