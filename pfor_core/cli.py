@@ -200,7 +200,12 @@ def _cmd_missing(registry, args) -> int:
 
 
 def tensorflow_op_types() -> list[str]:
-    """Op types TensorFlow's built-in vectorizer has converters for, read at run time."""
+    """Op types TensorFlow's built-in vectorizer has converters for, read at run time.
+
+    Only op types this TensorFlow defines: its vectorizer also registers a name no op
+    has (``LogicalXor``; ``tf.math.logical_xor`` is built of LogicalAnd / Or / Not), and
+    no body can hold an op of that type, so no converter could ever be asked."""
+    from tensorflow.python.framework import op_def_registry
     from tensorflow.python.ops.parallel_for import pfor as tf_pfor
 
     # ``RegisterPFor.__call__`` stores each converter in this module-level dict.
@@ -208,7 +213,8 @@ def tensorflow_op_types() -> list[str]:
     if not isinstance(table, dict):
         raise RuntimeError("this TensorFlow version keeps no _pfor_converter_registry in "
                            "tensorflow.python.ops.parallel_for.pfor; cannot list its ops")
-    return sorted(k for k in table if isinstance(k, str) and not k.startswith("_"))
+    return sorted(k for k in table if isinstance(k, str) and not k.startswith("_")
+                  and op_def_registry.get(k) is not None)
 
 
 # -- output ------------------------------------------------------------------------

@@ -119,15 +119,24 @@ def test_alternative_is_not_shadowed():
     assert cli._describe(entry("SS..."), [entry("S...")])["status"] == "shadowed"
 
 
-def test_missing_lists_tf_ops_we_do_not_convert(capsys):
-    missing = run_json(capsys, "ops", "--missing")
-    ours = set(pf.default_registry().op_types())
+def test_missing_lists_tf_ops_a_pack_does_not_convert(capsys):
+    pack = "pfor-converters-nn"
+    missing = run_json(capsys, "ops", "--missing", "--pack", pack)
+    ours = {e.op_type for e in pf.default_registry().entries() if e.pack == pack}
     assert missing and missing == sorted(missing)
     assert not set(missing) & ours
     assert set(missing) <= set(cli.tensorflow_op_types())
     assert "Identity" not in missing  # the walk passes identity-like ops through itself
-    text = run(capsys, "ops", "--missing")
+    text = run(capsys, "ops", "--missing", "--pack", pack)
     assert text.split() == missing
+
+
+def test_every_op_tensorflow_vectorizes_has_a_converter(capsys):
+    assert run_json(capsys, "ops", "--missing") == []
+    assert run(capsys, "ops", "--missing") == ""
+    # Names TensorFlow's vectorizer registers but no op has are not listed at all.
+    assert "LogicalXor" not in cli.tensorflow_op_types()
+    assert "LogicalAnd" in cli.tensorflow_op_types()
 
 
 def test_no_command_prints_help(capsys):

@@ -1,6 +1,7 @@
 """The example third-party pack (examples/pfor_converters_example) works as a published
 pack: installed into a temporary directory (never into the shared venv), pfor finds it
-through its entry point, lists it and its op, vectorizes with it, and its own tests pass."""
+through its entry point, lists it and its ops, vectorizes with them (its higher priority
+overrides the math pack's converters of the same ops), and its own tests pass."""
 
 import os
 import shutil
@@ -18,20 +19,25 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACK = ROOT / "examples" / "pfor_converters_example"
 
 CHECK = textwrap.dedent("""
-    import subprocess, sys
+    import json, subprocess, sys
     import tensorflow as tf
     import pfor_core as pf
     pfor_cli = [sys.executable, "-c", "import sys; from pfor_core.cli import main; sys.exit(main())"]
     packs = subprocess.run(pfor_cli + ["packs"], capture_output=True, text=True, check=True).stdout
     assert "example" in packs, packs
-    ops = subprocess.run(pfor_cli + ["ops"], capture_output=True, text=True, check=True).stdout
-    assert "Dawsn" in ops, ops
+    ops = subprocess.run(pfor_cli + ["ops", "--json"], capture_output=True, text=True,
+                         check=True).stdout
+    dawsn = [row for row in json.loads(ops) if row["op_type"] == "Dawsn"][0]
+    assert (dawsn["pack"], dawsn["converter"], dawsn["priority"]) == (
+        "pfor-converters-example", "convert_dawsn", 10), dawsn
+    assert ("pfor-converters-math", "shadowed") in {
+        (e["pack"], e["status"]) for e in dawsn["entries"]}, dawsn
     patterns = subprocess.run(pfor_cli + ["ops", "--patterns", "--pack", "pfor-converters-example"],
                               capture_output=True, text=True, check=True).stdout
     rows = {tuple(line.split()[:3]) for line in patterns.splitlines()}
     assert {("Gather", "US", "convert_gather_invariant_params"),
             ("Gather", "SU", "convert_gather_stacked_params"),
-            ("Gather", "SS", "convert_gather_stacked_both"), ("Dawsn", "S", "elementwise")} <= rows, patterns
+            ("Gather", "SS", "convert_gather_stacked_both"), ("Dawsn", "S", "convert_dawsn")} <= rows, patterns
     x = tf.random.normal([4, 3])
     y = pf.pfor(lambda i: tf.math.special.dawsn(tf.gather(x, i)), 4, fallback="error")
     tf.debugging.assert_near(y, tf.math.special.dawsn(x))
@@ -41,9 +47,8 @@ CHECK = textwrap.dedent("""
 """)
 
 
-def _body_raises_without_pack():
-    x = tf.random.normal([4, 3])
-    return pf.pfor(lambda i: tf.math.special.dawsn(tf.gather(x, i)), 4, fallback="error")
+def _dawsn_rows(i):
+    return tf.math.special.dawsn(tf.gather(tf.reshape(tf.range(12.0), [4, 3]), i))
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +76,6 @@ def test_pack_own_tests_pass(installed):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
 
-def test_op_is_a_conversion_error_without_the_pack():
-    with pytest.raises(pf.ConversionError):
-        _body_raises_without_pack()
+def test_without_the_pack_the_math_pack_converts_its_ops():
+    rows = [r for r in pf.explain(_dawsn_rows, 4).rows if r.op_type == "Dawsn"]
+    assert [(r.how, r.pack) for r in rows] == [("converter", "pfor-converters-math")], rows

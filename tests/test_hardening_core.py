@@ -191,8 +191,13 @@ def exp_rows(i):
     return tf.exp(tf.gather(X, i))
 
 
-def dawsn_rows(i):  # Dawsn: no installed pack converts it
-    return tf.math.special.dawsn(tf.gather(X, i))
+def unconverted(x):
+    """An elementwise op no installed pack converts (an identity for debugging gradients)."""
+    return tf.raw_ops.DebugGradientIdentity(input=x, name="debug")
+
+
+def unconverted_rows(i):
+    return unconverted(tf.gather(X, i))
 
 
 @pytest.fixture
@@ -234,11 +239,11 @@ BROKEN = {
 @pytest.mark.parametrize("kind", sorted(BROKEN))
 def test_broken_converter_with_no_other_raises_naming_it(third_party, kind):
     fn, what = BROKEN[kind]
-    third_party("Dawsn", fn)
+    third_party("DebugGradientIdentity", fn)
     with pytest.raises(pf.ConversionError) as caught:
-        pf.pfor(dawsn_rows, 4, fallback="error")
+        pf.pfor(unconverted_rows, 4, fallback="error")
     message = str(caught.value)
-    assert "thirdpack 2.0" in message and "Dawsn 'dawsn/Dawsn'" in message, message
+    assert "thirdpack 2.0" in message and "DebugGradientIdentity 'debug'" in message, message
     assert getattr(fn, "__qualname__", "") in message
     assert re.search(what, message), message
     assert "falling back" not in message
@@ -247,11 +252,11 @@ def test_broken_converter_with_no_other_raises_naming_it(third_party, kind):
 @pytest.mark.parametrize("kind", sorted(BROKEN))
 def test_broken_converter_is_reported_once_and_the_op_falls_back(third_party, kind):
     fn, what = BROKEN[kind]
-    third_party("Dawsn", fn)
+    third_party("DebugGradientIdentity", fn)
 
-    def twice(i):  # two Dawsn ops, one in a branch: one report
-        row = dawsn_rows(i)
-        return tf.cond(tf.constant(True), lambda: tf.math.special.dawsn(row), lambda: row)
+    def twice(i):  # two such ops, one in a branch: one report
+        row = unconverted_rows(i)
+        return tf.cond(tf.constant(True), lambda: unconverted(row), lambda: row)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -260,9 +265,9 @@ def test_broken_converter_is_reported_once_and_the_op_falls_back(third_party, ki
     reports = [w for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(reports) == 1, [str(w.message) for w in caught]
     text = str(reports[0].message)
-    assert "thirdpack 2.0" in text and "Dawsn" in text and re.search(what, text), text
+    assert "thirdpack 2.0" in text and "DebugGradientIdentity" in text and re.search(what, text), text
     with pytest.warns(RuntimeWarning, match="thirdpack"):
-        rows = [r for r in pf.explain(twice, 4).rows if r.op_type == "Dawsn"]
+        rows = [r for r in pf.explain(twice, 4).rows if r.op_type == "DebugGradientIdentity"]
     assert [r.how for r in rows] == ["fallback", "fallback"]
 
 

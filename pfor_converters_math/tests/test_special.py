@@ -29,6 +29,7 @@ UNARY = {
     "BesselK1e": (SPECIAL.bessel_k1e, (0.1, 4.0)),
     "BesselY0": (SPECIAL.bessel_y0, (0.1, 5.0)),
     "BesselY1": (SPECIAL.bessel_y1, (0.1, 5.0)),
+    "Dawsn": (SPECIAL.dawsn, (-4.0, 4.0)),
     "Expint": (SPECIAL.expint, (0.1, 3.0)),
     "FresnelCos": (SPECIAL.fresnel_cos, (-3.0, 3.0)),
     "FresnelSin": (SPECIAL.fresnel_sin, (-3.0, 3.0)),

@@ -117,3 +117,32 @@ def test_assert_property(data):
     except tf.errors.InvalidArgumentError:
         pfor_failed = True
     assert pfor_failed == loop_failed
+
+
+@given(st.integers(0, 4), st.booleans())
+def test_print_v1_prints_once_and_passes_its_input_through(n, stacked_input):
+    """tf.compat.v1.Print: the loop prints per iteration; pfor once, with every
+    iteration's data; both pass the input through."""
+    values = tf.constant(np.arange(1000, 1000 + 3 * n).reshape([n, 3]), tf.int32)
+    shared = tf.constant([7, 8])
+
+    def body(i):
+        row = tf.gather(values, i)
+        passed = row if stacked_input else shared
+        return tf.compat.v1.Print(passed, [row, i], "v1 print: ", summarize=2) * 2
+
+    testing.assert_matches_loop(body, n, graph=True)
+    graph = tf.function(lambda: pf.pfor(body, max(n, 1), fallback="error")).get_concrete_function(
+    ).graph
+    (op,) = [o for o in graph.get_operations() if o.type == "Print"]
+    assert op.get_attr("summarize") >= max(n, 1)  # no iteration elided
+
+
+def test_print_v1_shows_every_iteration(capfd):
+    values = tf.constant([101, 202, 303], tf.int32)
+    out = pf.pfor(lambda i: tf.compat.v1.Print(i, [tf.gather(values, i)], "rows: "), 3,
+                  fallback="error")
+    testing.assert_same_results(out, testing.sequential(lambda i: i, 3))
+    printed = capfd.readouterr().err
+    assert printed.count("rows: ") == 1 and all(str(v) in printed for v in (101, 202, 303)), \
+        printed

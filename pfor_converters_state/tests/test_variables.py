@@ -235,3 +235,24 @@ def test_variable_shape_is_invariant(n, shape):
             tf.gather(x, i) > 0, tf.int32)
 
     testing.assert_matches_loop(body, n, graph=True)
+
+
+@given(st.data(), st.integers(0, 4), st.booleans())
+def test_var_is_initialized_is_read_once(data, n, initialized):
+    """VarIsInitializedOp (Keras and v1 code check it in bodies): invariant, one op."""
+    x = tf.constant(np.arange(2.0 * max(n, 1)).reshape(-1, 2)[:n])
+    if initialized:
+        handle = tf.Variable([1.0, 2.0]).handle
+    else:  # a handle to a variable nobody assigned yet
+        handle = tf.raw_ops.VarHandleOp(dtype=tf.float64, shape=[2],
+                                        shared_name=f"never_assigned_{n}")
+
+    def body(i):
+        ready = tf.raw_ops.VarIsInitializedOp(resource=handle)
+        row = tf.gather(x, i)
+        return tf.where(ready, row, -row), ready
+
+    mode = data.draw(st.sampled_from(["eager", "graph"]), label="mode")
+    testing.assert_matches_loop(body, n, graph=mode == "graph")
+    rows = [r for r in pf.explain(body, max(n, 1)).rows if r.op_type == "VarIsInitializedOp"]
+    assert [(r.how, r.stacked) for r in rows] == [("converter", False)], rows

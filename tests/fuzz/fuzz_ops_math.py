@@ -96,7 +96,7 @@ ELEMENTWISE = [
     binary("logical", "tf.cast(tf.logical_and({0} > 0, {1} < 1), {0}.dtype)", NUMERIC,
            exact=True, needs_exact=True),
     binary("logical_xor", "tf.cast(tf.math.logical_xor({0} > 0, {1} > 0), {0}.dtype)",
-           NUMERIC, exact=True, needs_exact=True, converted=False),
+           NUMERIC, exact=True, needs_exact=True),
     unary("abs", "tf.abs({0})", NUMERIC, exact=True),
     unary("square", "tf.square({0})", NUMERIC, exact=True),
     unary("sign", "tf.sign({0})", NUMERIC, exact=True, needs_exact=True),
@@ -118,7 +118,7 @@ ELEMENTWISE = [
     unary("is_nan", "tf.cast(tf.math.is_nan({0}), {0}.dtype)", exact=True),
     unary("floormod_const", "tf.math.floormod({0}, 3)", INTS, exact=True),
     unary("invert", "tf.bitwise.invert({0})", INTS, exact=True),
-    unary("dawsn", "tf.math.special.dawsn({0})", converted=False),
+    unary("dawsn", "tf.math.special.dawsn({0})"),
     Op("cast", cast),
 ]
 

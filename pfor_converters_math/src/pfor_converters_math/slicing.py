@@ -2,7 +2,8 @@
 
 Gather: the loop index gathering rows of an invariant tensor is a plain slice (the most
 common op of a loop body); other stacked indices gather with the iteration axis in
-front; stacked params gather with one more batch dimension. GatherNd with stacked
+front; stacked params gather with one more batch dimension. The first version of Gather
+(``tf.raw_ops.Gather``, rows of params) is GatherV2 on axis 0. GatherNd with stacked
 params prepends each row's iteration number to its index tuples.
 
 Slices with invariant bounds prepend a full slice for the iteration axis (StridedSlice
@@ -131,6 +132,24 @@ def convert_gather_stacked_params(ctx):
 def convert_gather_stacked_stacked(ctx):
     """Both stacked: a batched gather."""
     return _gather_batched(ctx, *_gather_axis(ctx))
+
+
+def convert_gather_v1_invariant_params(ctx):
+    """Gather (v1) of rows of invariant params by stacked indices: the loop index is a
+    slice; other indices gather once (their iteration axis comes first already)."""
+    params, indices = ctx.inputs
+    if ctx.is_loop_index(indices):
+        return Stacked(tensor=_rows_of_loop_index(ctx, params.tensor, indices.tensor))
+    return Stacked(tensor=tf.gather(params.tensor, indices.tensor))
+
+
+def convert_gather_v1_stacked_params(ctx):
+    """Gather (v1), stacked params: rows are axis 1 of the stacked params (axis 0 of an
+    iteration's), with stacked indices a batched gather."""
+    params, indices = ctx.inputs
+    batch_dims = 1 if indices.is_stacked else 0
+    return Stacked(tensor=tf.gather(params.tensor, indices.tensor, axis=1,
+                                    batch_dims=batch_dims))
 
 
 def convert_gather_nd_invariant_params(ctx):
@@ -424,6 +443,8 @@ def register(registry):
     registry.add("GatherV2", convert_gather_invariant_params, inputs="USU")
     registry.add("GatherV2", convert_gather_stacked_params, inputs="SUU")
     registry.add("GatherV2", convert_gather_stacked_stacked, inputs="SSU")
+    registry.add("Gather", convert_gather_v1_invariant_params, inputs="US")
+    registry.add("Gather", convert_gather_v1_stacked_params, inputs="S*")
     registry.add("GatherNd", convert_gather_nd_invariant_params, inputs="US")
     registry.add("GatherNd", convert_gather_nd_stacked_params, inputs="S*")
     registry.add("Slice", convert_slice, inputs="SUU")

@@ -1,8 +1,9 @@
-"""Sorting and searching: TopKV2 (what tf.sort / tf.argsort emit), NthElement,
-LowerBound / UpperBound (what tf.searchsorted emits).
+"""Sorting and searching: TopKV2 (what tf.sort / tf.argsort emit) and its first version
+TopK (k an attr), NthElement, LowerBound / UpperBound (what tf.searchsorted emits).
 
-TopKV2 and NthElement work on the last axis, so a stacked input is converted as it is
-(k / n must be invariant). The bound searches take rank-2 ``[batch, m]`` operands with
+TopKV2, TopK and NthElement work on the last axis, so a stacked input is converted as it
+is (k / n must be invariant). TopK, which TensorFlow no longer builds (a graph imported
+from an old GraphDef may hold it), becomes TopKV2 with its k. The bound searches take rank-2 ``[batch, m]`` operands with
 equal batch sizes: the iteration axis merges into the batch; invariant sorted rows
 against stacked values put the iterations' values side by side as extra columns
 instead of tiling the sorted rows.
@@ -18,6 +19,13 @@ from pfor_core.extend import Decline, Stacked, shapes
 def convert_last_axis(ctx):
     """Ops acting on the last axis with an invariant size argument (k, n)."""
     return ctx.emit_stacked(*[v.tensor for v in ctx.inputs])
+
+
+def convert_top_k_v1(ctx):
+    """TopK (k an attr): TopKV2 on the stacked input, k as its input."""
+    values, indices = tf.math.top_k(ctx.inputs[0].tensor, k=ctx.attr("k"),
+                                    sorted=ctx.attr("sorted"))
+    return [Stacked(tensor=values), Stacked(tensor=indices)]
 
 
 def _rank_two(ctx):
@@ -58,5 +66,6 @@ def _bound_invariant_sorted(ctx, sorted_rows, values):
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add(["TopKV2", "NthElement"], convert_last_axis, inputs="SU")
+    registry.add("TopK", convert_top_k_v1, inputs="S")
     registry.add(["LowerBound", "UpperBound"], convert_bound, inputs="S*")
     registry.add(["LowerBound", "UpperBound"], convert_bound_invariant_sorted, inputs="US")

@@ -8,6 +8,9 @@
   no iteration is elided.
 - ``PrintV2`` of an invariant string prints once; of a stacked string (per-iteration
   messages) prints them all joined by ``end``, in iteration order: the loop's output.
+- ``Print`` (the first version, ``tf.compat.v1.Print``: passes its input through and
+  prints a message and its data) prints once, the stacked data showing every
+  iteration's values, and passes the input through in its layout.
 - ``Assert`` fails if any iteration's would: the condition is reduced with ``all`` over
   the iterations and the data are passed stacked, so the message shows all of them
   (ragged data as their padded tensors).
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Invariant, Ragged
+from pfor_core.extend import Invariant, Ragged, Stacked
 
 
 def _summarize(ctx):
@@ -51,6 +54,15 @@ def convert_print(ctx):
     return []
 
 
+def convert_print_v1(ctx):
+    passed, *data = ctx.inputs
+    if ctx.n_static == 0:
+        return [passed]
+    out = ctx.emit(passed.tensor, *(v.tensor for v in data),
+                   attrs={"summarize": _summarize(ctx)})[0]
+    return [Stacked(tensor=out) if passed.is_stacked else Invariant(tensor=out)]
+
+
 def convert_assert(ctx):
     if ctx.n_static == 0:
         return []
@@ -67,5 +79,6 @@ def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add("StringFormat", convert_string_format, inputs="*...")
     registry.add("PrintV2", convert_print, inputs="*")
+    registry.add("Print", convert_print_v1, inputs="*...")
     registry.add("Assert", convert_assert, inputs="*...")
     registry.add("Assert", convert_assert, inputs="??...")  # ragged data too

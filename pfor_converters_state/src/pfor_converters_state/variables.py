@@ -1,6 +1,7 @@
 """Resource variables under SIMD semantics: the iterations run in lock-step.
 
-- Handles (``VarHandleOp``) and reads (``ReadVariableOp``) are idempotent: emitted once,
+- Handles (``VarHandleOp``), reads (``ReadVariableOp``) and ``VarIsInitializedOp`` (what
+  Keras and v1 code check) are idempotent: emitted once,
   invariant. ``ResourceGather`` with stacked indices is one gather with all of them.
 - Commutative updates (``AssignAdd/SubVariableOp``, ``ResourceScatterAdd/Sub``) are
   applied once with all iterations' updates: a stacked value is summed over the
@@ -34,6 +35,11 @@ def convert_read_variable(ctx):
     if handle.is_stacked:
         return ctx.decline("a stacked resource handle (one variable per iteration)")
     return Invariant(tensor=ctx.emit(handle.tensor)[0])
+
+
+def convert_var_is_initialized(ctx):
+    """Whether the variable holds a value: the same for every iteration at any point."""
+    return Invariant(tensor=ctx.emit(ctx.inputs[0].tensor)[0])
 
 
 def convert_variable_shape(ctx):
@@ -121,6 +127,7 @@ def register(registry):
     registry.add("VarHandleOp", convert_var_handle, inputs="")
     registry.add("ReadVariableOp", convert_read_variable, inputs="U")
     registry.add("VariableShape", convert_variable_shape, inputs="U")
+    registry.add("VarIsInitializedOp", convert_var_is_initialized, inputs="U")
     registry.add("ResourceGather", convert_resource_gather, inputs="US")
     registry.add("ResourceGather", convert_resource_gather_invariant, inputs="UU")
     adds = ["AssignAddVariableOp", "AssignSubVariableOp"]

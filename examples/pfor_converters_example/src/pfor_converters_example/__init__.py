@@ -1,4 +1,5 @@
 """An example third-party pfor converter pack (see docs/extending.rst): Dawson's integral
-(``Dawsn``) and the first version of gather (``Gather``)."""
+(``Dawsn``) and the first version of gather (``Gather``), both taking over from the
+first-party math pack's converters by priority."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -10,12 +10,15 @@ can tell which inputs are vectorized without running anything:
 - ``SS`` (both stacked): iteration j gathers from its own params: a batched gather.
 
 The walk re-emits the op itself when both inputs are invariant, so no converter sees
-``UU``.
+``UU``. The math pack converts ``Gather`` too; like ``Dawsn`` (special.py), this pack's
+converters are registered with a higher priority, so they are the ones tried first.
 """
 
 import tensorflow as tf
 
 from pfor_core.extend import Decline, Stacked
+
+from pfor_converters_example.special import PRIORITY
 
 
 def convert_gather_invariant_params(ctx):
@@ -42,6 +45,6 @@ def convert_gather_stacked_both(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar: one per input pattern."""
-    registry.add("Gather", convert_gather_invariant_params, inputs="US")
-    registry.add("Gather", convert_gather_stacked_params, inputs="SU")
-    registry.add("Gather", convert_gather_stacked_both, inputs="SS")
+    registry.add("Gather", convert_gather_invariant_params, inputs="US", priority=PRIORITY)
+    registry.add("Gather", convert_gather_stacked_params, inputs="SU", priority=PRIORITY)
+    registry.add("Gather", convert_gather_stacked_both, inputs="SS", priority=PRIORITY)
