@@ -15,6 +15,7 @@ def pfor_register_converters(registry):
     from pfor_converters_nn import normalization, pooling
     from pfor_converters_nn import conv, filter_patches, image, space_batch
     from pfor_converters_nn import ragged_activations
+    from pfor_converters_nn import ctc
 
     bias.register(registry)
     activations.register(registry)
@@ -26,6 +27,7 @@ def pfor_register_converters(registry):
     image.register(registry)
     ragged_activations.register(registry)
     space_batch.register(registry)
+    ctc.register(registry)
 
 
 @hookimpl
