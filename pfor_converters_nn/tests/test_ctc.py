@@ -4,6 +4,7 @@ tf.nn.ctc_loss on dense labels (a Defun while loop) and on sparse ones; the gree
 beam search decoders, whose sparse results come out ragged."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
@@ -168,6 +169,25 @@ def test_decoders(data):
 
     testing.assert_matches_loop(body, n, graph=pick(data, "graph"), ragged_outputs=True,
                                 rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("beam", [False, True])
+def test_decoded_paths_padded(beam):
+    """The usual end of decoding: each path as a dense [batch, longest] tensor (ragged
+    across iterations, through SparseToDense)."""
+    rng = np.random.default_rng(1)
+    logits = tf.constant(rng.standard_normal([4, 7, 3, 4]), tf.float32)
+    lengths = tf.constant(rng.integers(1, 8, size=[4, 3]), tf.int32)
+
+    def body(i):
+        if beam:
+            decoded, _ = tf.nn.ctc_beam_search_decoder(logits[i], lengths[i], beam_width=2,
+                                                       top_paths=2)
+        else:
+            decoded, _ = tf.nn.ctc_greedy_decoder(logits[i], lengths[i])
+        return [tf.sparse.to_dense(d, default_value=-1) for d in decoded]
+
+    testing.assert_matches_loop(body, 4, graph=True, ragged_outputs=True)
 
 
 def test_decoder_with_blank_first_and_its_padded_lengths():

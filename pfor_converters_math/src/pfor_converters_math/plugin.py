@@ -11,7 +11,7 @@ MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_op
            "ragged_bincount", "ragged_segments", "ragged_partition", "ragged_top_k",
            "ragged_elementwise", "ragged_reductions", "ragged_matmul", "ragged_shape",
            "ragged_joining", "ragged_fill", "ragged_reshape", "ragged_grad_sums",
-           "ragged_unsorted_segments", "ragged_tensor_ops", "ragged_strings", "strings", "allocation")
+           "ragged_unsorted_segments", "ragged_tensor_ops", "ragged_strings", "strings", "allocation", "sparse_to_dense")
 
 
 @hookimpl
