@@ -114,6 +114,18 @@ def test_substr_every_layout(data):
                   stacked=list(combo), n=n)
 
 
+def test_mismatched_shapes_fail_like_the_loop():
+    """Broadcasting the operands must not hide a shape the kernel rejects."""
+    words = tf.constant([["ab", "cd", "ef"], ["gh", "ij", "kl"]])
+    # Shapes unknown to shape inference, which would reject them while tracing.
+    pos = tf.Variable([[0], [1]], shape=tf.TensorShape([None, None]))
+    ones = tf.Variable([[1, 1, 1]] * 2, shape=tf.TensorShape([None, None]))
+    testing.assert_fails_like_loop(
+        lambda i: tf.strings.substr(words[i], pos.read_value()[i], ones.read_value()[i]), 2)
+    testing.assert_fails_like_loop(
+        lambda i: tf.strings.join([words[i], tf.strings.as_string(pos.read_value()[i])]), 2)
+
+
 def test_substr_out_of_range_fails_like_the_loop():
     words = tf.constant(["abc", "de"])
     pos = tf.constant([1, 5])

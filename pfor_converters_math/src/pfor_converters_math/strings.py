@@ -47,6 +47,22 @@ def _broadcast_shape(ctx, values):
     return tf.concat([tf.reshape(ctx.n, [1]), common], 0), rank
 
 
+def _per_iteration_shape(value):
+    return tf.shape(value.tensor)[1:] if value.is_stacked else tf.shape(value.tensor)
+
+
+def _same_shapes(ctx, values, message: str):
+    """A run-time check that ``values`` have one per-iteration shape (the kernel's rule,
+    which broadcasting the operands would otherwise hide); declines on unequal ranks
+    (the fallback loop then fails as the loop does). Returns a tensor to order after it."""
+    if len({v.shape.rank for v in values}) > 1:
+        raise Decline("operands of different ranks (the kernel rejects them)")
+    first = _per_iteration_shape(values[0])
+    same = tf.reduce_all([tf.reduce_all(tf.equal(first, _per_iteration_shape(v)))
+                          for v in values[1:]] or [True])
+    return ctx.check(same, message, tensor=first)
+
+
 def _broadcast_to(ctx, value, target, rank):
     """A layout value broadcast to the stacked ``target`` shape (per-iteration rank
     ``rank``): stacked values get size-1 axes after the iteration axis first."""
@@ -58,6 +74,9 @@ def convert_substr(ctx):
     """Substr(input, pos, len), any of them per-iteration: all three broadcast to the
     result's stacked shape (pos and len keep one shape, as the kernel requires)."""
     target, rank = _broadcast_shape(ctx, ctx.inputs)
+    checked = _same_shapes(ctx, ctx.inputs[1:], "pos and len should have the same shape")
+    with tf.control_dependencies([checked]):
+        target = tf.identity(target)
     out = ctx.emit(*(_broadcast_to(ctx, v, target, rank) for v in ctx.inputs))[0]
     out.set_shape(ctx.stacked_shape(ctx.output_shapes[0]))
     return Stacked(tensor=out)
@@ -72,6 +91,9 @@ def convert_string_join(ctx):
     if not shaped:  # all scalars per iteration: the op broadcasts [n] against scalars
         return ctx.emit_stacked(*(v.tensor for v in ctx.inputs))
     target, rank = _broadcast_shape(ctx, shaped)
+    checked = _same_shapes(ctx, shaped, "inputs must be scalars or of one shape")
+    with tf.control_dependencies([checked]):
+        target = tf.identity(target)
     tensors = [v.tensor if not v.is_stacked and r == 0 else _broadcast_to(ctx, v, target, rank)
                for v, r in zip(ctx.inputs, ranks)]
     out = ctx.emit(*tensors)[0]
