@@ -224,7 +224,7 @@ class Conversion:
         reasons, faults = [], []
         self._child_partial = _SELECTS.get(op.type, "") if pattern[:1] in "SR" else ""
         try:
-            for entry in self.registry.candidates(op.type, pattern):
+            for entry in self.registry.candidates(_dispatch_type(op), pattern):
                 result = self._try(entry, op, layouts, pattern, reasons, faults)
                 if result is not None:
                     self._report_faults(op, faults)
@@ -402,6 +402,16 @@ def _holding(value, tensor):
 def _storage(value) -> tf.Tensor:
     """The tensor a layout value is stored in (a ragged value's padded tensor)."""
     return value.padded if isinstance(value, Ragged) else value.tensor
+
+
+def _dispatch_type(op) -> str:
+    """The registry key of ``op``: its type, except for a legacy function call
+    (``function.Defun``, e.g. the loops ``tf.nn.ctc_loss`` builds), whose op type is
+    the called function's name: it dispatches as a ``PartitionedCall``."""
+    if op.type.startswith(("Stateful", "Partitioned")) or not emit.find_function(
+            op.graph, op.type):
+        return op.type
+    return "PartitionedCall"
 
 
 def _scope(op) -> str:

@@ -89,3 +89,33 @@ def test_call_returning_only_invariant_values_in_the_loop():
         return v * scale
 
     testing.assert_matches_loop(lambda i: stateful(tf.constant([1.0, 2.0])), 3, graph=True)
+
+
+def test_legacy_defun_call_and_while():
+    """function.Defun calls (an op whose type is the function's name) and a functional
+    While of Defun bodies (what tf.nn.ctc_loss builds) convert inline; the bodies see
+    the call site's shapes, which their definitions do not record."""
+    from tensorflow.python.framework import function  # pylint: disable=import-outside-toplevel
+    from tensorflow.python.ops import functional_ops  # pylint: disable=import-outside-toplevel
+
+    @function.Defun(tf.float32)
+    def scaled(v):
+        return tf.reshape(v, [-1])[:2] * 3.0  # needs v's rank
+
+    @function.Defun(tf.int32, tf.float32)
+    def cond(k, v):  # pylint: disable=unused-argument
+        return k < 3
+
+    @function.Defun(tf.int32, tf.float32)
+    def body(k, v):
+        return k + 1, tf.concat([v[1:], v[:1]], 0) + tf.cast(k, tf.float32)
+
+    x = _data(4)
+
+    @tf.function(autograph=False)  # Defuns run only in graphs (the loop runs eagerly)
+    def loop_fn(i):
+        row = tf.gather(x, i)
+        _, rolled = functional_ops.While([tf.constant(0), row], cond, body)
+        return scaled(row), rolled
+
+    testing.assert_matches_loop(loop_fn, 4, graph=True)

@@ -1,4 +1,7 @@
-"""Function-call converters: PartitionedCall and StatefulPartitionedCall.
+"""Function-call converters: PartitionedCall, StatefulPartitionedCall and legacy calls.
+
+A legacy function call (an op whose type is the name of a ``function.Defun``, as in
+the loops ``tf.nn.ctc_loss`` builds) dispatches here as a ``PartitionedCall``.
 
 A call runs the function named by its "f" attr once per iteration, so the converted
 call is the called function's body converted inline with the same loop: the call's
@@ -15,7 +18,8 @@ from pfor_controlflow.functions import function_and_outputs
 
 
 def convert_call(ctx):
-    name = ctx.attr("f").name
+    # A legacy call (``function.Defun``) is an op whose type names the function.
+    name = ctx.attr("f").name if ctx.has_attr("f") else ctx.op_type
     found = function_and_outputs(ctx.op, name)
     if found is None:
         return ctx.decline(f"function {name!r} not found in the graph")
@@ -30,4 +34,5 @@ def convert_call(ctx):
 
 
 def register(registry):
-    registry.add(["PartitionedCall", "StatefulPartitionedCall"], convert_call, views=True)
+    registry.add(["PartitionedCall", "StatefulPartitionedCall"], convert_call, views=True,
+                 inputs="?...")

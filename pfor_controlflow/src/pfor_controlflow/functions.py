@@ -39,10 +39,39 @@ def function_and_outputs(op, name: str):
                            for arg in signature.output_arg]
         except (KeyError, ValueError):
             pass
+    # A definition that records its input shapes keeps them; a Defun's records none.
+    shapes = None if "_input_shapes" in definition.attr else _call_site_shapes(
+        op, len(signature.input_arg))
+    known = [k for k, shape in enumerate(shapes or ()) if shape is not None]
+    if any("_output_shapes" in definition.arg_attr[k].attr for k in known
+           if k in definition.arg_attr):
+        # A Defun records its arguments' shapes (unknown, mostly), which would override
+        # the call site's.
+        copied = type(definition)()
+        copied.CopyFrom(definition)
+        for k in known:
+            if k in copied.arg_attr:
+                copied.arg_attr[k].attr.pop("_output_shapes", None)
+        definition = copied
     with op.graph.as_default():  # where the functions it calls are found
         graph = function_def_to_graph.function_def_to_graph(
-            definition, include_library_functions=True)
+            definition, include_library_functions=True, input_shapes=shapes)
     return graph, list(graph.outputs)
+
+
+def _call_site_shapes(op, count: int):
+    """The static shapes of a function's arguments as ``op`` passes them, or None: a
+    definition without shapes (a ``function.Defun``'s) imports with unknown shapes
+    otherwise, which converters needing ranks decline. A While's carried values have
+    the shapes TensorFlow inferred for its outputs; a call's and a conditional's
+    branches take the op's (trailing) inputs."""
+    if op.type in ("While", "StatelessWhile"):
+        shapes = [t.shape for t in op.outputs]
+    else:
+        shapes = [t.shape for t in op.inputs][len(op.inputs) - count:]
+    if len(shapes) != count:
+        return None
+    return [shape if shape.rank is not None else None for shape in shapes]
 
 
 def _find_function(graph, name):

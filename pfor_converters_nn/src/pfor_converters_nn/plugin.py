@@ -15,7 +15,7 @@ def pfor_register_converters(registry):
     from pfor_converters_nn import normalization, pooling
     from pfor_converters_nn import conv, filter_patches, image, space_batch
     from pfor_converters_nn import ragged_activations
-    from pfor_converters_nn import colour, crops, nms, patches
+    from pfor_converters_nn import colour, crops, ctc, nms, patches
 
     bias.register(registry)
     activations.register(registry)
@@ -31,6 +31,7 @@ def pfor_register_converters(registry):
     nms.register(registry)
     ragged_activations.register(registry)
     space_batch.register(registry)
+    ctc.register(registry)
 
 
 @hookimpl

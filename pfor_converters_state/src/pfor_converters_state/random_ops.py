@@ -11,7 +11,10 @@ for per-iteration parameters); across the chunks of ``parallel_iterations``, whi
 run the converted body, the draw is the op's stateless twin seeded from one seed drawn
 before the chunks (draws inside a while loop of the body, and generator state reads,
 raise then); ``"error"`` raises ``ConversionError``. Seed attrs are kept.
-Per-iteration shapes or integer bounds decline (the fallback loop draws them).
+Per-iteration shapes decline (the fallback loop draws them). Per-iteration integer
+bounds (``RandomUniformInt``) draw a Philox key and counter per row from the op's own
+stream, then each row's integers within its bounds (``philox``). ``RandomShuffle``
+sorts each row by its own random keys (one permutation shared under ``"same"``).
 
 Stateless random ops are deterministic functions of their seed, so an invariant seed
 means the same draw in every iteration (the walk re-emits those). Two exceptions:
@@ -31,8 +34,9 @@ means the same draw in every iteration (the walk re-emits those). Two exceptions
   that stream, within a few ulps of the kernel (its libm ``logf``/``sincosf`` are not
   TensorFlow's ops; see ``normal`` for the tolerance: relative 2e-6 for float32, 1e-13
   for float64). Half-precision uniform floats decline: the fallback loop draws them
-  exactly (``fallback="error"`` raises for them), as do gamma, poisson, binomial,
-  parametrized truncated normal and multinomial draws. The rebuilt stream is the CPU/GPU kernels';
+  exactly (``fallback="error"`` raises for them), as do gamma, poisson, binomial and
+  parametrized truncated normal draws. ``multinomial`` rebuilds StatelessMultinomial
+  (per-iteration logits or seeds) where the kernel runs its rows in one shard. The rebuilt stream is the CPU/GPU kernels';
   under XLA (``jit_compile``) TensorFlow's own Philox lowering may differ from it.
 """
 
@@ -44,7 +48,7 @@ import tensorflow as tf
 
 from pfor_core.extend import ConversionError, Decline, Invariant, Stacked, shapes
 
-from pfor_converters_state import normal, philox
+from pfor_converters_state import multinomial, normal, philox
 
 # Stateful ops whose only random-shape input is input 0 and whose other inputs (if any)
 # are scalar parameters that must be invariant.
@@ -186,6 +190,70 @@ def convert_parametrized_stacked_param(ctx):
     return Stacked(tensor=tf.transpose(out, perm))
 
 
+def _seeded(ctx, op, **kwargs):
+    """A stateful draw seeded like the body op (its seed attrs kept)."""
+    return op(seed=ctx.attr("seed"), seed2=ctx.attr("seed2"), **kwargs)
+
+
+def convert_uniform_int_stacked_bounds(ctx):
+    """RandomUniformInt with per-iteration minval/maxval: every row draws a Philox key
+    and counter from the op's own stream (seed attrs kept), then its integers from that
+    row's stream (``philox.uniform_int``, the kernel's ``lo + bits % range``) within its
+    own bounds."""
+    shape, low, high = ctx.inputs
+    if _mode(ctx) == "same":
+        raise Decline("randomness='same' with per-iteration bounds has no shared draw")
+    dtype = ctx.attr("Tout")
+    lo = low.tensor[:, None] if low.is_stacked else low.tensor
+    hi = high.tensor[:, None] if high.is_stacked else high.tensor
+    ok = tf.reduce_all(tf.less(lo, hi))
+    lo = ctx.check(ok, "Need minval < maxval", tensor=lo)
+    bits = _seeded(ctx, tf.raw_ops.RandomUniformInt, shape=tf.stack([ctx.n, 3]),
+                   minval=tf.constant(tf.int64.min, tf.int64),
+                   maxval=tf.constant(tf.int64.max, tf.int64))
+    bits = tf.bitcast(bits, tf.uint64)
+    size = tf.reduce_prod(tf.cast(shape.tensor, tf.int64))
+    words = philox.words(bits[:, :1], bits[:, 1:], size * philox.words_per_element(dtype))
+    return _reshaped(ctx, philox.uniform_int(words, dtype, lo, hi), shape.tensor)
+
+
+def convert_shuffle(ctx):
+    """RandomShuffle along the first per-iteration axis: under ``"different"`` each row
+    sorts by its own random keys (an independent permutation per iteration, an invariant
+    value tiled first); under ``"same"`` one permutation for all."""
+    x = ctx.inputs[0]
+    mode = _mode(ctx)
+    if x.shape.rank == 0:  # a scalar shuffles to itself
+        return x
+    if x.shape.rank is None:
+        raise Decline("the input's rank is unknown")
+    if mode == "same":
+        size = ctx.dims(x)[1] if x.is_stacked else shapes.dims(x.tensor)[0]
+        perm = _shared_permutation(ctx, size)
+        if not x.is_stacked:
+            return Invariant(tensor=tf.gather(x.tensor, perm))
+        return Stacked(tensor=tf.gather(x.tensor, perm, axis=1))
+    rows = ctx.stack(x)
+    d = ctx.dims(rows)
+    keys = _seeded(ctx, tf.raw_ops.RandomUniform, shape=shapes.shape_tensor(d[:2]),
+                   dtype=tf.float64)
+    perm = tf.argsort(keys, axis=1, stable=True)
+    return Stacked(tensor=tf.gather(rows, perm, axis=1, batch_dims=1))
+
+
+def _shared_permutation(ctx, size):
+    """One random permutation of ``size`` for all iterations; in chunks drawn from the
+    chunks' shared seed (salted per op), as ``_same_draw`` does."""
+    shape = tf.reshape(tf.cast(size, tf.int32), [1])
+    seed = ctx.chunk_seed
+    if seed is None:
+        keys = _seeded(ctx, tf.raw_ops.RandomUniform, shape=shape, dtype=tf.float64)
+    else:
+        seed = seed + tf.constant([0, zlib.crc32(ctx.op.name.encode())], tf.int64)
+        keys = tf.raw_ops.StatelessRandomUniform(shape=shape, seed=seed, dtype=tf.float64)
+    return tf.argsort(keys, stable=True)
+
+
 def convert_multinomial(ctx):
     """Multinomial(logits [B, C], num_samples) of invariant logits: ``n * num_samples``
     samples per row, split into iterations (one shared draw under ``"same"``)."""
@@ -260,6 +328,30 @@ def convert_stateless_multinomial(ctx):
     if not _seeded_from_state(ctx, [ctx.op.inputs[2]]) or _mode(ctx, from_state=True) == "same":
         return Invariant(tensor=ctx.emit(*(v.tensor for v in ctx.inputs))[0])
     return _multinomial_rows(ctx)
+
+
+def convert_stateless_multinomial_stacked(ctx):
+    """StatelessMultinomial with per-iteration logits or seeds: each iteration's own
+    draw, rebuilt from its Philox stream (``multinomial``; exact where the kernel runs
+    one shard, else decline)."""
+    logits, samples, seed = ctx.inputs
+    if not (logits.is_stacked or seed.is_stacked):
+        raise Decline("no per-iteration logits or seed")
+    count = tf.get_static_value(samples.tensor)
+    dims = (ctx.dims(logits)[1:] if logits.is_stacked else shapes.dims(logits.tensor))
+    if count is None or logits.shape.rank != 2:
+        raise Decline("num_samples must be known statically and logits of rank 2")
+    batch, classes = dims
+    if not isinstance(classes, int) or classes < 1 or not multinomial.one_shard(
+            batch, classes, int(count)):
+        return ctx.decline("the kernel may split these rows into shards, which draw from "
+                           "elsewhere in the stream (falls back to a loop)")
+    key, counter = philox.key_counter_from_seed(
+        seed.tensor if seed.is_stacked else seed.tensor[None])
+    rows = logits.tensor if logits.is_stacked else logits.tensor[None]
+    out = multinomial.draw(key, counter, rows, int(count), ctx.attr("output_dtype"))
+    out.set_shape(ctx.stacked_shape(ctx.output_shapes[0]))
+    return Stacked(tensor=out)
 
 
 def convert_get_key_counter(ctx):
@@ -357,9 +449,13 @@ def register(registry):
     """Add this family's converters to the pack's registrar."""
     # A per-iteration shape (or integer bound) gives no one draw: the fallback loop
     # draws those.
-    stateful = _SHAPED + _PARAMETRIZED + ("Multinomial", "RngReadAndSkip")
+    stateful = _SHAPED + _PARAMETRIZED + ("Multinomial", "RngReadAndSkip", "RandomShuffle")
     registry.add(stateful, check_randomness, priority=1, narrow=True)
     registry.add(_SHAPED, convert_shaped, inputs="U...")
+    registry.add("RandomUniformInt", convert_uniform_int_stacked_bounds, inputs="USU")
+    registry.add("RandomUniformInt", convert_uniform_int_stacked_bounds, inputs="UUS")
+    registry.add("RandomUniformInt", convert_uniform_int_stacked_bounds, inputs="USS")
+    registry.add("RandomShuffle", convert_shuffle, inputs="*")
     registry.add(_PARAMETRIZED, convert_parametrized, inputs="UU")
     registry.add(_PARAMETRIZED, convert_parametrized_stacked_param, inputs="US")
     registry.add("Multinomial", convert_multinomial, inputs="UU")
@@ -369,6 +465,7 @@ def register(registry):
     # The all-invariant one is registered last, so it goes first where both match.
     registry.add(stateless, convert_stateless_stacked, inputs="U*...")
     registry.add(stateless, convert_stateless, inputs="U...")
+    registry.add("StatelessMultinomial", convert_stateless_multinomial_stacked, inputs="*U*")
     registry.add("StatelessMultinomial", convert_stateless_multinomial, inputs="UUU")
     registry.add("StatelessRandomGetKeyCounter", convert_get_key_counter, inputs="S")
     registry.dispatch_invariant(stateless + ("StatelessMultinomial",))
