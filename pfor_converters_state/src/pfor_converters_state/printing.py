@@ -80,5 +80,4 @@ def register(registry):
     registry.add("StringFormat", convert_string_format, inputs="*...")
     registry.add("PrintV2", convert_print, inputs="*")
     registry.add("Print", convert_print_v1, inputs="*...")
-    registry.add("Assert", convert_assert, inputs="*...")
     registry.add("Assert", convert_assert, inputs="??...")  # ragged data too
