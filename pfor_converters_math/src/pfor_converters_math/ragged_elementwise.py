@@ -10,6 +10,7 @@ ragged operands whose sizes are checked equal.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from pfor_core.extend import Ragged
@@ -42,9 +43,29 @@ _ZERO_PRESERVING_BINARY = frozenset({"AddV2", "Add", "Sub", "Mul", "Maximum", "M
 
 def convert_broadcasting(ctx):
     """An n-ary op with numpy broadcasting, at least one operand ragged."""
-    clean = ctx.op_type in _ZERO_PRESERVING_BINARY and _same_lengths(ctx.inputs)
+    clean = ((ctx.op_type in _ZERO_PRESERVING_BINARY and _same_lengths(ctx.inputs))
+             or _scaled_by_a_finite_constant(ctx))
     tensors, lengths = broadcast(ctx, ctx.inputs)
     return result(ctx.emit(*tensors)[0], lengths, masked=not clean)
+
+
+def _scaled_by_a_finite_constant(ctx) -> bool:
+    """Whether the op is one ragged value times (or divided by) constants the body
+    knows to be finite (and nonzero, as divisors): zero padding stays zero (an
+    attention's ``scores * d ** -0.5``)."""
+    if ctx.op_type not in ("Mul", "RealDiv", "Div") or len(ctx.inputs) != 2:
+        return False
+    ragged = [k for k, v in enumerate(ctx.inputs) if isinstance(v, Ragged)]
+    if len(ragged) != 1 or (ctx.op_type != "Mul" and ragged != [0]):
+        return False
+    other = ctx.inputs[1 - ragged[0]]
+    value = None if other.is_stacked else tf.get_static_value(other.tensor)
+    if value is None:
+        return False
+    value = np.asarray(value)
+    if value.dtype.kind in "fc" and not np.all(np.isfinite(value)):
+        return False
+    return ctx.op_type == "Mul" or bool(np.all(value != 0))
 
 
 def _same_lengths(values) -> bool:

@@ -14,8 +14,9 @@ dimensions that vary, and einsum ellipses over ragged operands, are declined too
 
 A ragged ``[L_i, k]`` times an invariant ``[k, m]`` (every token times a weight, the
 bulk of a transformer's work) multiplies only the rows inside some iteration's extent:
-they are gathered into one ``[sum L_i, k]`` matrix and the products scattered back
-into zero padding, so padding costs no arithmetic and needs no mask.
+they are gathered into one ``[sum L_i, k]`` matrix and the products put back
+into zero padding (by a gather that reads a zero row there), so padding costs no
+arithmetic and needs no mask.
 """
 
 from __future__ import annotations
@@ -100,14 +101,21 @@ def _packs_rows(ctx, x, y, tx, rx, ry) -> bool:
 
 def _packed_rows_product(x, y, ty):
     """``x @ y`` for ragged rows ``x`` (padded ``[n, T, k]``) and an invariant ``y``:
-    one 2-D matmul of the rows inside the extents, scattered into zero padding (a
-    select-like write, so no gradient reaches the padding)."""
+    one 2-D matmul of the rows inside the extents. The products go back by a gather
+    that reads an appended zero row for the padding (a select-like read: no gradient
+    reaches the padding); gathers, unlike a scatter, run on every core."""
     padded = x.padded
-    dims = tf.shape(padded, out_type=tf.int64)
-    where = tf.where(tf.sequence_mask(x.lengths[0], dims[1]))  # [sum L_i, 2]
-    product = tf.matmul(tf.gather_nd(padded, where), y.tensor, transpose_b=ty)
-    shape = tf.concat([dims[:2], tf.shape(product, out_type=tf.int64)[1:]], 0)
-    return x.with_padded(tf.scatter_nd(where, product, shape))
+    dims = tf.shape(padded, out_type=tf.int32)
+    inside = tf.reshape(tf.sequence_mask(x.lengths[0], dims[1]), [-1])  # [n * T]
+    rows = tf.reshape(padded, tf.stack([dims[0] * dims[1], dims[2]]))
+    product = tf.matmul(tf.gather(rows, tf.where(inside)[:, 0]), y.tensor, transpose_b=ty)
+    slot = tf.cumsum(tf.cast(inside, tf.int32), exclusive=True)
+    source = tf.where(inside, slot, tf.shape(product, out_type=tf.int32)[0])
+    zero = tf.zeros(tf.stack([1, tf.shape(product)[1]]), product.dtype)
+    out = tf.reshape(tf.gather(tf.concat([product, zero], 0), source),
+                     tf.stack([dims[0], dims[1], tf.shape(product, out_type=tf.int32)[1]]))
+    out.set_shape(padded.shape[:2].concatenate(product.shape[1:]))
+    return x.with_padded(out)
 
 
 def convert_einsum(ctx):
