@@ -109,7 +109,7 @@ def test_gather_of_a_captured_ragged_tensor(params, index):
         check(lambda i: tf.gather(rt, pick(i)).to_tensor(), MAX_N)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(n=st.integers(0, MAX_N), ragged=st.booleans(), seed=st.integers(0, 2**16))
 def test_gather_by_drawn_indices(n, ragged, seed):
     rng = np.random.default_rng(seed)
@@ -282,7 +282,7 @@ def test_gather_of_ragged_params_out_of_range_fails_like_the_loop():
     testing.assert_fails_like_loop(lambda i: tf.gather(tf.range(i + 1), index[i, :i + 1]), 2)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(n=st.integers(0, MAX_N), seed=st.integers(0, 2**16), default=st.integers(-2, 2),
        shape=st.sampled_from([None, [None, 2], [2, None], [None, None]]))
 def test_to_tensor_of_drawn_row_splits(n, seed, default, shape):

@@ -42,7 +42,7 @@ def run(version, pad, boxes, scores, size, iou, floor):
                                           soft_nms_sigma=0.0, pad_to_max_output_size=pad)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.data())
 def test_non_max_suppression(data):
     version = data.draw(st.sampled_from(["V1", "V2", "V3", "V4", "V5"]), label="version")
@@ -115,7 +115,7 @@ def test_bad_size_or_threshold_fails_like_the_loop(bad):
     testing.assert_fails_like_loop(loop_fn, 2)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(st.data())
 def test_combined_non_max_suppression(data):
     """tf.image.combined_non_max_suppression of per-iteration batches: boxes and/or
@@ -140,7 +140,7 @@ def test_combined_non_max_suppression(data):
     testing.check(data, fn, [boxes, scores], stacked=stacked, n=n)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(st.data())
 def test_draw_bounding_boxes(data):
     """tf.image.draw_bounding_boxes (V2, with colours) and the V1 op: images and/or
