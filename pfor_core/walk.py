@@ -251,7 +251,7 @@ class Conversion:
             message = messages.usually_uniform(op)
             layouts = [v.uniform(message) if isinstance(v, Ragged) else v for v in layouts]
         pattern = pattern_of(layouts)
-        for entry in self.registry.candidates(op.type, pattern):
+        for entry in self.registry.candidates(_dispatch_type(op), pattern):
             result = self._try(entry, op, layouts, pattern, reasons, faults)
             if result is not None:
                 self._report_faults(op, faults)
