@@ -35,7 +35,9 @@ def test_extract_image_patches_and_gradient(data):
             loss = tf.reduce_sum(patches * patches) * tf.cast(w, tf.float32)
         return patches, tape.gradient(loss, image)
 
-    testing.check(data, fn, [x, tf.constant(weights)], stacked=[True, True], n=n, atol=1e-4)
+    got = testing.check(data, fn, [x, tf.constant(weights)], stacked=[True, True], n=n,
+                        atol=1e-4)
+    testing.assert_rows(got, n)
 
 
 @settings(max_examples=15, deadline=None)
@@ -55,4 +57,5 @@ def test_extract_volume_patches(data):
 
     # Not with unknown input dimensions: TF's shape function then gives the op a rank-4
     # result (a TensorFlow bug), and pfor declines.
-    testing.check(data, fn, [x], stacked=[True], n=n, modes=("eager", "graph"))
+    got = testing.check(data, fn, [x], stacked=[True], n=n, modes=("eager", "graph"))
+    testing.assert_rows(got, n)
