@@ -21,7 +21,7 @@ from tensorflow.python.framework import ops
 from pfor_core import collectives, custom, emit, empty, fallback, messages, results, shapes
 from pfor_core.context import ConvertContext, Decline, broadcast_invariant
 from pfor_core.errors import ConversionError
-from pfor_core.layout import Invariant, Layout, Stacked, pattern_of, per_iteration
+from pfor_core.layout import Invariant, Layout, Stacked, View, pattern_of, per_iteration
 from pfor_core.ragged import Ragged
 
 _MAYBE_COLLECTIVE = frozenset({"Identity", "PlaceholderWithDefault"})
@@ -394,7 +394,7 @@ def _holding(value, tensor):
     list's rows, ...); one that is no dataclass becomes a plain stacked value."""
     if isinstance(value, Ragged):
         return value.with_padded(tensor)
-    if dataclasses.is_dataclass(value):
+    if "__dataclass_fields__" in type(value).__dict__:  # a view's own dataclass fields
         return dataclasses.replace(value, tensor=tensor)
     return Stacked(tensor=tensor) if value.is_stacked else Invariant(tensor=tensor)
 
@@ -423,7 +423,7 @@ def _refine_shapes(result, op) -> None:
     the way (e.g. a value popped from a tensor list carried through a loop), and
     converters of later ops need ranks."""
     for value, original in zip(result, op.outputs):
-        if isinstance(value, Ragged):  # its padded sizes are not the body's
+        if isinstance(value, (Ragged, View)):  # padded sizes; a view's storage is its own
             continue
         t = value.tensor
         if isinstance(t, ops.EagerTensor) or t.dtype == tf.variant:

@@ -1,0 +1,113 @@
+"""Sums of thin matrix products, contracted once: weight gradients of unrolled steps.
+
+A weight used at T steps of a body (a recurrence unrolled in Python, Keras's
+``unroll=True``, weight sharing) gets as its gradient ``AddN`` of T MatMuls
+``a_t^T @ b_t``: one example's ``[K, p]`` input and ``[K, q]`` output gradient, with K
+(1 for one example) far below p and q. Converted one op at a time, every term is an
+outer product ``[n, p, q]`` and the sum reads and writes all of them. Here a thin
+stacked product stays a ``Products`` view holding its operands; an add of such views
+joins their operand lists; and whatever reads the sum gets ONE batched matmul over
+the concatenated steps, ``[a_1 ... a_T]^T @ [b_1; ...; b_T]``: the same products,
+summed inside the matmul, with ``(p + q) K`` numbers kept per step instead of ``p q``.
+Loops get the same from deferred_sums.py in the control-flow pack.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from pfor_core.extend import Decline, Stacked, View
+
+_ADDS = ("AddN", "AddV2", "Add")
+
+
+class Products(View):
+    """Per iteration ``sum_j a_j^T @ b_j``: ``terms`` holds stacked pairs ``(a_j, b_j)``
+    of shapes ``[n, K_j, p]`` and ``[n, K_j, q]``. ``tensor`` is the sum as one batched
+    matmul over the concatenated ``K_j`` (built once per graph, on first read)."""
+
+    __slots__ = ("terms", "_built")
+
+    def __init__(self, terms):  # pylint: disable=super-init-not-called
+        object.__setattr__(self, "terms", tuple(terms))
+        object.__setattr__(self, "_built", {})
+
+    @property
+    def tensor(self) -> tf.Tensor:  # pylint: disable=invalid-overridden-method
+        graph = tf.compat.v1.get_default_graph()
+        if graph not in self._built:
+            a = _joined([a for a, _ in self.terms])
+            b = _joined([b for _, b in self.terms])
+            self._built[graph] = tf.linalg.matmul(a, b, transpose_a=True)
+        return self._built[graph]
+
+    def materialize(self) -> Stacked:
+        """The summed products, ``[n, p, q]``."""
+        return Stacked(tensor=self.tensor)
+
+    @property
+    def dtype(self):
+        return self.terms[0][0].dtype
+
+    @property
+    def shape(self) -> tf.TensorShape:
+        a, b = self.terms[0]
+        return tf.TensorShape([a.shape[-1], b.shape[-1]])
+
+    def __repr__(self):
+        return f"Products({len(self.terms)} terms, shape={self.shape})"
+
+
+def _joined(tensors):
+    return tensors[0] if len(tensors) == 1 else tf.concat(tensors, axis=1)
+
+
+def _thin(k, p, q) -> bool:
+    """Whether keeping the operands (``K (p + q)`` numbers) is no bigger than the product."""
+    return None not in (k, p, q) and k * (p + q) <= p * q
+
+
+def _rows_first(tensor, transposed):
+    """An operand as ``[n, K, m]`` (K, the contracted axis, first): per iteration it is
+    ``[K, m]`` when ``transposed`` is what the op's flag makes it, else ``[m, K]``."""
+    if transposed:
+        return tensor
+    if tensor.shape[-1] == 1:  # [n, m, 1] -> [n, 1, m]: the same numbers in order
+        return tf.reshape(tensor, [-1, 1, tensor.shape[1]])
+    return tf.transpose(tensor, [0, 2, 1])
+
+
+def convert_thin_matmul(ctx):
+    """A MatMul whose contraction is thin, of a stacked operand and another operand: a
+    one-term ``Products`` (an invariant operand, thin too, is broadcast: the product
+    of the zero initial state of an unrolled recurrence is one of the terms)."""
+    a, b = ctx.inputs
+    if a.shape.rank != 2 or b.shape.rank != 2 or a.dtype.is_complex:
+        raise Decline("a thin product needs real matrices of known rank")
+    ta, tb = ctx.attr("transpose_a"), ctx.attr("transpose_b")
+    k, p = (a.shape[0], a.shape[1]) if ta else (a.shape[1], a.shape[0])
+    q = b.shape[0] if tb else b.shape[1]
+    if not _thin(k, p, q):
+        raise Decline("the contraction is not thin or its sizes are not static")
+    # a^T as [K, p] is a as stored when transpose_a; b as [K, q] is b unless transpose_b.
+    return Products([(_rows_first(ctx.stack(a), ta), _rows_first(ctx.stack(b), not tb))])
+
+
+def convert_add_of_products(ctx):
+    """An add of ``Products`` views of one shape: their terms, joined, still a view."""
+    values = ctx.inputs
+    if not all(isinstance(v, Products) for v in values):
+        raise Decline("not every operand is a sum of thin products")
+    if any(v.shape != values[0].shape or v.dtype != values[0].dtype for v in values):
+        raise Decline("the products' shapes differ (the add broadcasts)")
+    return Products([term for v in values for term in v.terms])
+
+
+def register(registry):
+    """Add this family's converters to the pack's registrar."""
+    for pattern in ("SS", "SU", "US"):
+        registry.add("MatMul", convert_thin_matmul, inputs=pattern, priority=1)
+    registry.add("AddN", convert_add_of_products, inputs="S...", priority=10,
+                 narrow=True)
+    registry.add(["AddV2", "Add"], convert_add_of_products, inputs="SS", priority=10,
+                 narrow=True)
