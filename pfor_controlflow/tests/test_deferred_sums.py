@@ -123,3 +123,65 @@ def test_weights_in_a_loop_with_per_iteration_trip_counts(trips, seed):
             len(find(loop))) or find(loop)):
         testing.assert_matches_loop(body, n, rtol=1e-4, atol=1e-5)
     assert 2 in found  # the gradient loop: w's and u's sums
+
+
+def _rnn_gradients(x, w, *, maximum_iterations):
+    def body(i):
+        xi = tf.gather(x, i)[None]
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            _, h = tf.while_loop(lambda t, h: t < 3,
+                                 lambda t, h: (t + 1, tf.tanh(tf.matmul(h, w)) + xi),
+                                 (0, xi), maximum_iterations=maximum_iterations)
+            loss = tf.reduce_sum(h * h)
+        return tape.gradient(loss, w)
+    return body
+
+
+def _compiled_deferrals(body, n):
+    """The number of deferred sums per converted loop under ``jit_compile=True``, with
+    the compiled result checked against the loop."""
+    found = []
+    run = loops._run_invariant_deferring  # pylint: disable=protected-access
+
+    def spy(loop, parallel, deferred):
+        found.append(len(deferred))
+        return run(loop, parallel, deferred)
+
+    with mock.patch.object(loops, "_run_invariant_deferring", spy):
+        got = tf.function(lambda: pf.pfor(body, n, fallback="error"), jit_compile=True)()
+    testing.assert_same_results(got, testing.sequential(body, n), rtol=1e-4, atol=1e-5)
+    return found
+
+
+def test_sums_deferred_under_xla_where_the_steps_are_bounded():
+    """Under XLA the steps' operands go to arrays sized by the loop's bound: the
+    forward loop's ``maximum_iterations``, which its gradient loop receives."""
+    x, w = _data([3, 4], 3), _data([4, 4], 4) * 0.5
+    assert _compiled_deferrals(_rnn_gradients(x, w, maximum_iterations=5), 3) == [1]
+
+
+def test_keras_lstm_under_xla_defers_its_sums():
+    """Keras bounds its loop by ``max`` of a static step count, read as a bound."""
+    import keras  # pylint: disable=import-outside-toplevel
+    layer = keras.layers.LSTM(4)
+    layer.build((None, 5, 3))
+    x = _data([3, 5, 3], 5)
+
+    def body(i):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(tf.gather(x, i)[None]) ** 2)
+        return tape.gradient(loss, layer.trainable_variables)
+
+    assert _compiled_deferrals(body, 3)
+
+
+def test_a_zero_start_is_not_tiled():
+    """The gradient accumulator starts at zeros: no [n, p, q] copy of them is made."""
+    x, w = _data([3, 4], 6), _data([4, 4], 7) * 0.5
+    body = _rnn_gradients(x, w, maximum_iterations=5)
+    testing.assert_matches_loop(body, 3, rtol=1e-4, atol=1e-5)
+    graph = tf.function(lambda: pf.pfor(body, 3, fallback="error")).get_concrete_function().graph
+    tiled = [op for op in graph.get_operations() if op.type in ("BroadcastTo", "Tile")
+             and op.outputs[0].shape == [3, 4, 4]]
+    assert not tiled, tiled

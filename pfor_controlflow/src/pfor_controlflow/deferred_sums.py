@@ -103,6 +103,17 @@ def total(products, stacked_steps):
     return out
 
 
+def plus(start, summed):
+    """``start`` (a layout value) plus the stacked ``summed``: an invariant start
+    broadcasts, and one known to be zero (a gradient accumulator's) is not added."""
+    if start.is_stacked:
+        return start.tensor + summed
+    value = tf.get_static_value(start.tensor)
+    if value is not None and not value.any():
+        return summed
+    return summed + start.tensor
+
+
 class RowSteps:
     """The operands of a loop whose iterations run their own number of steps: each
     step writes the active rows' operands with their row and step numbers; the sums

@@ -4,6 +4,7 @@ which are stacked."""
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import handle_data_util
 
@@ -48,6 +49,17 @@ class Loop:
                 return self.inputs[1].tensor
         return None
 
+    @property
+    def step_bound(self) -> int | None:
+        """A static bound on the loop's steps, or None: its ``maximum_iterations``, or
+        for the gradient loop of a ``tf.while_loop`` (which runs as many steps as the
+        forward loop did) the forward loop's, which ``while_v2`` passes as input 1."""
+        limit = self.maximum_iterations
+        if limit is None and len(self.inputs) > 1 and 1 not in self.carried:
+            limit = self.inputs[1].tensor
+        value = None if limit is None else _static(limit)
+        return int(value) if value is not None and value.ndim == 0 and value >= 0 else None
+
     def shape_of(self, k, stacked=None) -> tf.TensorShape:
         """Shape invariant of carried variable ``k``, stacked or not."""
         stacked = self.stacked if stacked is None else stacked
@@ -55,6 +67,22 @@ class Loop:
         if not stacked[k] or self.body.inputs[k].dtype == tf.variant:
             return shape
         return self.ctx.stacked_shape(shape)
+
+
+_REDUCE = {"Max": np.max, "Min": np.min}
+
+
+def _static(tensor):
+    """``tensor``'s value where it is known when building, also through a Max or Min
+    of known values (Keras bounds its RNN loop by ``max(steps)`` of a static count)."""
+    value = tf.get_static_value(tensor)
+    if value is None and tensor.op.type in _REDUCE:
+        data, axes = (tf.get_static_value(t) for t in tensor.op.inputs)
+        if data is not None and axes is not None:
+            axes = tuple(int(a) % max(data.ndim, 1) for a in np.reshape(axes, [-1]))
+            value = data if not axes else _REDUCE[tensor.op.type](
+                data, axis=axes, keepdims=tensor.op.get_attr("keep_dims"))
+    return None if value is None else np.asarray(value)
 
 
 def passes_through(body, k) -> bool:

@@ -73,7 +73,7 @@ def _cond_is_stacked(loop) -> bool:
 
 def _run_invariant(loop, parallel):
     ctx = loop.ctx
-    deferred = {} if ctx.compiled or ctx.nested else deferred_sums.find(loop)
+    deferred = {} if ctx.nested or not _steps_bounded(loop) else deferred_sums.find(loop)
     if deferred:
         return _run_invariant_deferring(loop, parallel, deferred)
 
@@ -94,6 +94,12 @@ def _run_invariant(loop, parallel):
     return loop.layouts(result if loop.carried else [])
 
 
+def _steps_bounded(loop) -> bool:
+    """Whether a deferring loop can hold its steps' operands: anywhere but under XLA,
+    where the arrays need a size known at compile time (``maximum_iterations``)."""
+    return not loop.ctx.compiled or loop.step_bound is not None
+
+
 def _run_invariant_deferring(loop, parallel, deferred):
     """``_run_invariant`` that keeps the operands of the ``deferred`` loop variables'
     products step by step and sums them after the loop (deferred_sums.py)."""
@@ -101,43 +107,49 @@ def _run_invariant_deferring(loop, parallel, deferred):
     kept = [k for k in loop.carried if k not in deferred]
     extra = [t for k in deferred for t in deferred_sums.operands(deferred[k])]
     init = {k: stack_value(ctx, loop.inputs[k], dtypes=list_dtypes(loop.body, k, ctx.op.inputs[k]))
-            if loop.stacked[k] else loop.inputs[k].tensor for k in loop.carried}
+            if loop.stacked[k] else loop.inputs[k].tensor for k in kept}
 
     def all_values(values):
+        # A deferred sum is unread in the body: its start stays as it came (an
+        # invariant zero start is not tiled to [n, p, q] only to pass through).
         by_k = dict(zip(kept, values))
-        return [by_k.get(k, init[k]) for k in loop.carried]  # deferred ones: unread
+        return [by_k[k] if k in by_k else loop.inputs[k] for k in loop.carried]
 
-    def cond(values, arrays):
+    def cond(values, arrays, step):
         converted = ctx.convert_function(loop.cond, loop.layouts(all_values(values)))
         return truth(with_effects([converted.outputs[0].tensor], converted.side_effects)[0])
 
-    def body(values, arrays):
+    def body(values, arrays, step):
         outputs = [loop.body.inputs[k] if k in deferred else t
                    for k, t in enumerate(loop.body.outputs)] + extra
         converted = ctx.convert_function(loop.body, loop.layouts(all_values(values)),
                                          outputs=outputs)
         outs = [carried_out(loop, converted, k) for k in kept]
         steps = [ctx.stack(v) for v in converted.outputs[len(loop.body.outputs):]]
-        arrays = [a.write(a.size(), v) for a, v in zip(arrays, steps)]
-        return with_effects(outs, converted.side_effects)[:-1], arrays
+        arrays = [a.write(step, v) for a, v in zip(arrays, steps)]
+        return with_effects(outs, converted.side_effects)[:-1], arrays, step + 1
 
-    arrays = [tf.TensorArray(t.dtype, size=0, dynamic_size=True,
+    # Under XLA the arrays have the loop's step bound as their size; steps it did not
+    # run stay zero there, which adds nothing to the sums.
+    bound = loop.step_bound if ctx.compiled else None
+    arrays = [tf.TensorArray(t.dtype, size=bound or 0, dynamic_size=bound is None,
                              element_shape=ctx.stacked_shape(t.shape))
               for t in extra]
-    shapes = ([loop.shape_of(k) for k in kept], [tf.TensorShape(None) for _ in arrays])
-    values, arrays = tf.while_loop(cond, body, ([init[k] for k in kept], arrays),
-                                   parallel_iterations=parallel,
-                                   maximum_iterations=loop.maximum_iterations,
-                                   shape_invariants=shapes)
+    shapes = ([loop.shape_of(k) for k in kept], [tf.TensorShape(None) for _ in arrays],
+              tf.TensorShape([]))
+    values, arrays, ran = tf.while_loop(cond, body, ([init[k] for k in kept], arrays, 0),
+                                        parallel_iterations=parallel,
+                                        maximum_iterations=loop.maximum_iterations,
+                                        shape_invariants=shapes)
     result = dict(zip(kept, values))
     arrays = iter(arrays)
     for k, products in deferred.items():
         mine = [next(arrays) for _ in range(2 * len(products))]
-        start = init[k]
-        result[k] = tf.cond(mine[0].size() > 0,
+        start = loop.inputs[k]
+        result[k] = tf.cond(ran > 0,
                             lambda p=products, m=mine, s=start:
-                            s + deferred_sums.total(p, [a.stack() for a in m]),
-                            lambda s=start: s)
+                            deferred_sums.plus(s, deferred_sums.total(p, [a.stack() for a in m])),
+                            lambda s=start: ctx.stack(s))
         result[k].set_shape(loop.shape_of(k))
     return loop.layouts([result[k] for k in loop.carried])
 
