@@ -185,3 +185,18 @@ def test_a_zero_start_is_not_tiled():
     tiled = [op for op in graph.get_operations() if op.type in ("BroadcastTo", "Tile")
              and op.outputs[0].shape == [3, 4, 4]]
     assert not tiled, tiled
+
+
+def test_a_recurrence_written_with_scan_defers_its_sums():
+    x = _data([3, 5, 4], 8)
+    w, u = _data([4, 4], 9) * 0.5, _data([4, 4], 10) * 0.5
+
+    def body(i):
+        with tf.GradientTape() as tape:
+            tape.watch([w, u])
+            hs = tf.scan(lambda h, xt: tf.tanh(tf.matmul(h, w) + tf.matmul(xt[None], u)),
+                         tf.gather(x, i), initializer=tf.zeros([1, 4]))
+            loss = tf.reduce_sum(hs ** 2)
+        return tape.gradient(loss, [w, u])
+
+    assert _deferred(body, 3) == [2]
