@@ -17,13 +17,22 @@ from pfor_core import api, autograph, checks, forward, staging
 _ZERO = tf.UnconnectedGradients.ZERO
 
 
-def _in_graph(fn, *args):
+def _in_graph(fn, *args, jit_compile=False):
     """Run ``fn(*args)`` in a graph: directly when already building one, else in a
     ``tf.function`` traced for this call (``args`` become its graph inputs, so a tape
-    inside can watch them)."""
+    inside can watch them). With ``jit_compile`` the graph is its own function compiled
+    by XLA, also inside a graph being built (that part alone is compiled)."""
+    if jit_compile:
+        function = staging.graph_function(fn, jit_compile=True)
+        return staging.call(function, *args) if tf.executing_eagerly() else function(*args)
     if not tf.executing_eagerly():
         return fn(*args)
     return staging.call(staging.graph_function(fn), *args)
+
+
+def _check_jit_compile(jit_compile) -> None:
+    if not isinstance(jit_compile, bool):
+        raise TypeError(f"jit_compile must be True or False, got {jit_compile!r}.")
 
 
 def _check_sources(sources, name):
@@ -185,12 +194,13 @@ def _batch_jacobian_in_graph(tape, target, source, options):
     return tf.reshape(moved, tf.concat([shape, tf.shape(source)[1:]], 0))
 
 
-def _of_function(f, x, options, mode, finish, finish_forward):
+def _of_function(f, x, options, mode, finish, finish_forward, jit_compile):
     """Record ``f(x)`` on a tape and hand it to ``finish(tape, y, x, options)``, or
     run ``finish_forward(f, x, options, check)`` when forward mode is cheaper."""
     checks.callable_arg(f, "f")
     _check_sources(x, "x")
     forward.check_mode(mode)
+    _check_jit_compile(jit_compile)
     f = autograph.convert_user_fn(f, autograph.caller_status())
 
     def compute(x):
@@ -207,16 +217,18 @@ def _of_function(f, x, options, mode, finish, finish_forward):
         _check_targets(y)
         return finish(tape, y, x, options)
 
-    return _in_graph(compute, x)
+    return _in_graph(compute, x, jit_compile=jit_compile)
 
 
 def jacobian(f, x, *, fallback="warn", parallel_iterations=None, mode="reverse",
-             memory_budget=None):
+             memory_budget=None, jit_compile=False):
     """The jacobian of ``f`` at ``x``: shape ``f(x).shape + x.shape`` (nested).
 
     ``mode="reverse"`` runs one vectorized backward pass per output element,
     ``"forward"`` one vectorized forward (JVP) pass per input element, ``"auto"``
-    forward when ``x`` has fewer elements than ``f(x)``.
+    forward when ``x`` has fewer elements than ``f(x)``. ``jit_compile=True`` compiles
+    the vectorized computation with XLA (often 2x faster for recurrences on CPU; each
+    eager call compiles anew, so call it from a ``tf.function`` to reuse it).
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf
@@ -226,13 +238,14 @@ def jacobian(f, x, *, fallback="warn", parallel_iterations=None, mode="reverse",
            [0., 0., 6.]], dtype=float32)
     """
     return _of_function(f, x, _options(fallback, parallel_iterations, memory_budget), mode,
-                        _jacobian_in_graph, forward.jacobian)
+                        _jacobian_in_graph, forward.jacobian, jit_compile)
 
 
 def batch_jacobian(f, x, *, fallback="warn", parallel_iterations=None, mode="reverse",
-                   memory_budget=None):
+                   memory_budget=None, jit_compile=False):
     """For ``f`` whose output row b depends only on input row b:
-    shape ``[B] + y.shape[1:] + x.shape[1:]``. ``mode`` as for ``jacobian`` (per row).
+    shape ``[B] + y.shape[1:] + x.shape[1:]``. ``mode`` and ``jit_compile`` as for
+    ``jacobian`` (``mode`` per row).
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf
@@ -246,17 +259,18 @@ def batch_jacobian(f, x, *, fallback="warn", parallel_iterations=None, mode="rev
            [[10., 12.]]], dtype=float32)
     """
     return _of_function(f, x, _options(fallback, parallel_iterations, memory_budget), mode,
-                        _batch_jacobian_in_graph, _forward_batch_jacobian)
+                        _batch_jacobian_in_graph, _forward_batch_jacobian, jit_compile)
 
 
 def hessian(f, x, *, fallback="warn", parallel_iterations=None, mode="auto",
-            memory_budget=None):
+            memory_budget=None, jit_compile=False):
     """Second derivatives: shape ``f(x).shape + x.shape + x.shape``; ``f`` may return a
     non-scalar (a jacobian of a jacobian).
 
     ``mode="forward"``: forward-over-reverse (one vectorized JVP of the gradient per
     input element, as ``jax.hessian``); ``"reverse"``: reverse-over-reverse;
     ``"auto"``: forward-over-reverse for a non-scalar ``f``, reverse for a scalar.
+    ``jit_compile`` as for ``jacobian``.
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf
@@ -272,6 +286,7 @@ def hessian(f, x, *, fallback="warn", parallel_iterations=None, mode="auto",
                          "jacobian for structures.")
     options = _options(fallback, parallel_iterations, memory_budget)
     forward.check_mode(mode)
+    _check_jit_compile(jit_compile)
     f = autograph.convert_user_fn(f, autograph.caller_status())
 
     def first_derivatives(v):
@@ -303,15 +318,16 @@ def hessian(f, x, *, fallback="warn", parallel_iterations=None, mode="auto",
             first = _jacobian_in_graph(inner, y, x, options)
         return _jacobian_in_graph(outer, first, x, options)
 
-    return _in_graph(compute, x)
+    return _in_graph(compute, x, jit_compile=jit_compile)
 
 
 def per_example_gradients(loss_fn, variables, *batch, keepdims=False, fallback="warn",
-                          parallel_iterations=None, memory_budget=None):
+                          parallel_iterations=None, memory_budget=None, jit_compile=False):
     """Gradients of each example's loss: one tensor per variable, ``[B] + var.shape``.
 
     ``loss_fn(*example)`` gets each ``batch`` tensor sliced to one row (with
     ``keepdims=True`` the row keeps a leading dimension of 1, as Keras models expect).
+    ``jit_compile`` as for ``jacobian``.
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf
@@ -331,6 +347,7 @@ def per_example_gradients(loss_fn, variables, *batch, keepdims=False, fallback="
     _check_sources(variables, "variables")
     flat, n = checks.elems(list(batch), "batch")
     options = _options(fallback, parallel_iterations, memory_budget)
+    _check_jit_compile(jit_compile)
     loss_fn = autograph.convert_user_fn(loss_fn, autograph.caller_status())
 
     def loop_fn(i):
@@ -344,4 +361,4 @@ def per_example_gradients(loss_fn, variables, *batch, keepdims=False, fallback="
                              f"{loss.shape}.")
         return tape.gradient(loss, variables, unconnected_gradients=_ZERO)
 
-    return _in_graph(lambda: api.build(loop_fn, n, options))
+    return _in_graph(lambda: api.build(loop_fn, n, options), jit_compile=jit_compile)

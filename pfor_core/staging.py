@@ -13,10 +13,10 @@ import tensorflow as tf
 from pfor_core import checks
 
 
-def graph_function(fn):
+def graph_function(fn, jit_compile=None):
     """``fn`` as a ``tf.function`` for our own code (no AutoGraph, no retracing noise:
     each eager call converts anew by design; ``pf.vmap`` is the caching entry point)."""
-    function = tf.function(fn, autograph=False)
+    function = tf.function(fn, autograph=False, jit_compile=jit_compile)
     function._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
     return function
 

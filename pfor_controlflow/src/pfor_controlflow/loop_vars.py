@@ -76,12 +76,13 @@ def _static(tensor):
     """``tensor``'s value where it is known when building, also through a Max or Min
     of known values (Keras bounds its RNN loop by ``max(steps)`` of a static count)."""
     value = tf.get_static_value(tensor)
-    if value is None and tensor.op.type in _REDUCE:
-        data, axes = (tf.get_static_value(t) for t in tensor.op.inputs)
+    op = tensor.op
+    if value is None and op.type in _REDUCE:
+        data, axes = (tf.get_static_value(t) for t in op.inputs)
         if data is not None and axes is not None:
             axes = tuple(int(a) % max(data.ndim, 1) for a in np.reshape(axes, [-1]))
-            value = data if not axes else _REDUCE[tensor.op.type](
-                data, axis=axes, keepdims=tensor.op.get_attr("keep_dims"))
+            value = data if not axes else _REDUCE[op.type](
+                data, axis=axes, keepdims=op.get_attr("keep_dims"))
     return None if value is None else np.asarray(value)
 
 
