@@ -129,7 +129,7 @@ def summary(workloads, records) -> list:
     extra = [JAX] if with_jax else []
     head = (["workload (unit, size)", HAND, "loop", "built-in", PFOR, PFOR + " (XLA)"]
             + extra + [h for h, _ in _ratio_columns(None, with_jax)]
-            + ["peak memory pfor / built-in"])
+            + ["pfor (XLA) / pfor", "hand (XLA) / hand", "peak memory pfor / built-in"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for workload in workloads:
         sizes, impls, cells = _by_size(workload, records)
@@ -143,6 +143,7 @@ def summary(workloads, records) -> list:
                 for impl in [HAND, loop, workload.builtin, PFOR, PFOR + " (XLA)"] + extra]
         row += [_ratio(cells, size, PFOR, other)
                 for _, other in _ratio_columns(workload.builtin, with_jax)]
+        row += [_ratio(cells, size, impl + " (XLA)", impl) for impl in (PFOR, HAND)]
         memory = [cells.get((size, impl), {}).get("peak_bytes")
                   for impl in (PFOR, workload.builtin)]
         row.append(" / ".join("-" if m is None else _bytes(m) for m in memory))

@@ -283,21 +283,35 @@ def lstm_jacobian(rows):
     return _with_jax(cell, "lstm_jacobian", *_numpy([weights, bias, head, x]))
 
 
+def _with_xla(build):
+    """Every workload also runs pfor and the hand-batched code under ``jit_compile=True``
+    (XLA should never be a trap: compare each with its uncompiled self)."""
+    def built(size):
+        cell = build(size)
+        for name in (HAND, PFOR):
+            cell.fns.setdefault(name + " (XLA)", cell.fns[name])
+        if HAND in cell.summed:
+            cell.summed = tuple(cell.summed) + (HAND + " (XLA)",)
+        return cell
+    built.__name__ = build.__name__
+    return built
+
+
 WORKLOADS = (
     Workload("linear", "Linear projection 768x768", "inference", "GFLOP/s",
-             (1, 8, 32), INFERENCE_FULL, linear),
+             (1, 8, 32), INFERENCE_FULL, _with_xla(linear)),
     Workload("mnist", "MNIST CNN inference", "inference", "images/s",
-             (1, 8, 32), INFERENCE_FULL, mnist),
+             (1, 8, 32), INFERENCE_FULL, _with_xla(mnist)),
     Workload("dynamic_lstm", "Dynamic LSTM (lengths 1..100)", "inference", "tokens/s",
-             (1, 8, 32), INFERENCE_FULL, dynamic_lstm),
+             (1, 8, 32), INFERENCE_FULL, _with_xla(dynamic_lstm)),
     Workload("mnist_grads", "Per-example gradients, MNIST CNN", "gradients", "examples/s",
-             (8, 32), GRADIENT_FULL, mnist_gradients),
+             (8, 32), GRADIENT_FULL, _with_xla(mnist_gradients)),
     Workload("lstm_grads", "Per-example gradients, LSTM (10 steps)", "gradients",
-             "examples/s", (8, 32), GRADIENT_FULL, lstm_gradients),
+             "examples/s", (8, 32), GRADIENT_FULL, _with_xla(lstm_gradients)),
     Workload("vgg_jacobian", "Jacobian, VGG-style convnet 48x48", "jacobians", "rows/s",
-             (8, 32), JACOBIAN_FULL, vgg_jacobian, builtin=JAC_BUILTIN,
+             (8, 32), JACOBIAN_FULL, _with_xla(vgg_jacobian), builtin=JAC_BUILTIN,
              size_label="output size"),
     Workload("lstm_jacobian", "Jacobian, LSTM (10 steps)", "jacobians", "rows/s",
-             (8, 32), JACOBIAN_FULL, lstm_jacobian, builtin=JAC_BUILTIN,
+             (8, 32), JACOBIAN_FULL, _with_xla(lstm_jacobian), builtin=JAC_BUILTIN,
              size_label="output size"),
 )
