@@ -16,9 +16,9 @@ def _data(shape, seed):
     return tf.random.stateless_normal(shape, seed=[seed, 11])
 
 
-def _deferred(body, n):
+def _deferred(body, n, compiled=False):
     """The loop variables whose sums were deferred, per converted loop; checks the
-    result against the loop."""
+    result (under ``jit_compile=True`` when ``compiled``) against the loop."""
     found = []
     run = loops._run_invariant_deferring  # pylint: disable=protected-access
 
@@ -27,7 +27,11 @@ def _deferred(body, n):
         return run(loop, parallel, deferred)
 
     with mock.patch.object(loops, "_run_invariant_deferring", spy):
-        testing.assert_matches_loop(body, n, rtol=1e-4, atol=1e-5)
+        if not compiled:
+            testing.assert_matches_loop(body, n, rtol=1e-4, atol=1e-5)
+            return found
+        got = tf.function(lambda: pf.pfor(body, n, fallback="error"), jit_compile=True)()
+    testing.assert_same_results(got, testing.sequential(body, n), rtol=1e-4, atol=1e-5)
     return found
 
 
@@ -76,17 +80,23 @@ def test_thick_products_are_not_deferred():
     assert _deferred(body, 3) == []
 
 
-def test_per_example_gradients_of_a_keras_lstm_defer_the_kernel_sums():
+def _keras_lstm_gradients(seed):
+    """A Keras LSTM layer and the body of its per-example weight gradients."""
     import keras  # pylint: disable=import-outside-toplevel
     layer = keras.layers.LSTM(4)
     layer.build((None, 5, 3))
-    x = _data([3, 5, 3], 2)
+    x = _data([3, 5, 3], seed)
 
     def body(i):
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(layer(tf.gather(x, i)[None]) ** 2)
         return tape.gradient(loss, layer.trainable_variables)
 
+    return layer, body
+
+
+def test_per_example_gradients_of_a_keras_lstm_defer_the_kernel_sums():
+    layer, body = _keras_lstm_gradients(2)
     assert _deferred(body, 3)  # at least the kernel and recurrent kernel
     grads = pf.pfor(body, 3, fallback="error")
     assert [g.shape for g in grads] == [(3,) + tuple(v.shape)
@@ -138,42 +148,17 @@ def _rnn_gradients(x, w, *, maximum_iterations):
     return body
 
 
-def _compiled_deferrals(body, n):
-    """The number of deferred sums per converted loop under ``jit_compile=True``, with
-    the compiled result checked against the loop."""
-    found = []
-    run = loops._run_invariant_deferring  # pylint: disable=protected-access
-
-    def spy(loop, parallel, deferred):
-        found.append(len(deferred))
-        return run(loop, parallel, deferred)
-
-    with mock.patch.object(loops, "_run_invariant_deferring", spy):
-        got = tf.function(lambda: pf.pfor(body, n, fallback="error"), jit_compile=True)()
-    testing.assert_same_results(got, testing.sequential(body, n), rtol=1e-4, atol=1e-5)
-    return found
-
-
 def test_sums_deferred_under_xla_where_the_steps_are_bounded():
     """Under XLA the steps' operands go to arrays sized by the loop's bound: the
     forward loop's ``maximum_iterations``, which its gradient loop receives."""
     x, w = _data([3, 4], 3), _data([4, 4], 4) * 0.5
-    assert _compiled_deferrals(_rnn_gradients(x, w, maximum_iterations=5), 3) == [1]
+    assert _deferred(_rnn_gradients(x, w, maximum_iterations=5), 3, compiled=True) == [1]
 
 
 def test_keras_lstm_under_xla_defers_its_sums():
     """Keras bounds its loop by ``max`` of a static step count, read as a bound."""
-    import keras  # pylint: disable=import-outside-toplevel
-    layer = keras.layers.LSTM(4)
-    layer.build((None, 5, 3))
-    x = _data([3, 5, 3], 5)
-
-    def body(i):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(layer(tf.gather(x, i)[None]) ** 2)
-        return tape.gradient(loss, layer.trainable_variables)
-
-    assert _compiled_deferrals(body, 3)
+    _, body = _keras_lstm_gradients(5)
+    assert _deferred(body, 3, compiled=True)
 
 
 def test_a_zero_start_is_not_tiled():

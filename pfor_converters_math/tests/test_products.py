@@ -78,12 +78,16 @@ def test_one_contraction_for_all_steps():
     assert made[0].inputs[0].shape[1] == steps  # contracted over every step at once
 
 
+def _thin_operands(seed):
+    """a [3, 1, 4], b [3, 1, 6] (each row a thin product's operands) and c [3, 4, 6]."""
+    rng = np.random.default_rng(seed)
+    return [tf.constant(rng.standard_normal(shape), tf.float32)
+            for shape in ([3, 1, 4], [3, 1, 6], [3, 4, 6])]
+
+
 def test_read_by_other_ops_and_twice():
     """A sum of products read by an op that is no add, and by two readers, converts."""
-    rng = np.random.default_rng(1)
-    a = tf.constant(rng.standard_normal([3, 1, 4]), tf.float32)
-    b = tf.constant(rng.standard_normal([3, 1, 6]), tf.float32)
-    c = tf.constant(rng.standard_normal([3, 4, 6]), tf.float32)
+    a, b, c = _thin_operands(1)
 
     def body(i):
         product = tf.matmul(a[i], b[i], transpose_a=True)
@@ -96,10 +100,7 @@ def test_read_by_other_ops_and_twice():
 
 def test_sum_with_a_term_that_is_no_product():
     """An add of products and another stacked value: the products are materialized."""
-    rng = np.random.default_rng(2)
-    a = tf.constant(rng.standard_normal([3, 1, 4]), tf.float32)
-    b = tf.constant(rng.standard_normal([3, 1, 6]), tf.float32)
-    c = tf.constant(rng.standard_normal([3, 4, 6]), tf.float32)
+    a, b, c = _thin_operands(2)
 
     def body(i):
         return tf.math.add_n([tf.matmul(a[i], b[i], transpose_a=True),
