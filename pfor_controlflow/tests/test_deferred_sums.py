@@ -80,12 +80,12 @@ def test_thick_products_are_not_deferred():
     assert _deferred(body, 3) == []
 
 
-def _keras_lstm_gradients(seed):
+def _keras_lstm_gradients(seed, units=4, dim=3):
     """A Keras LSTM layer and the body of its per-example weight gradients."""
     import keras  # pylint: disable=import-outside-toplevel
-    layer = keras.layers.LSTM(4)
-    layer.build((None, 5, 3))
-    x = _data([3, 5, 3], seed)
+    layer = keras.layers.LSTM(units)
+    layer.build((None, 5, dim))
+    x = _data([3, 5, dim], seed)
 
     def body(i):
         with tf.GradientTape() as tape:
@@ -151,13 +151,13 @@ def _rnn_gradients(x, w, *, maximum_iterations):
 def test_sums_deferred_under_xla_where_the_steps_are_bounded():
     """Under XLA the steps' operands go to arrays sized by the loop's bound: the
     forward loop's ``maximum_iterations``, which its gradient loop receives."""
-    x, w = _data([3, 4], 3), _data([4, 4], 4) * 0.5
+    x, w = _data([3, 16], 3), _data([16, 16], 4) * 0.2  # 5 steps of 16 + 16 < 16 x 16
     assert _deferred(_rnn_gradients(x, w, maximum_iterations=5), 3, compiled=True) == [1]
 
 
 def test_keras_lstm_under_xla_defers_its_sums():
     """Keras bounds its loop by ``max`` of a static step count, read as a bound."""
-    _, body = _keras_lstm_gradients(5)
+    _, body = _keras_lstm_gradients(5, units=16, dim=8)  # 5 steps' operands < a sum
     assert _deferred(body, 3, compiled=True)
 
 
@@ -185,3 +185,10 @@ def test_a_recurrence_written_with_scan_defers_its_sums():
         return tape.gradient(loss, [w, u])
 
     assert _deferred(body, 3) == [2]
+
+
+def test_a_generous_bound_under_xla_adds_step_by_step():
+    """maximum_iterations=1000 for 3 steps: arrays of 1000 steps would outgrow the sum,
+    so under XLA the sums are added step by step (same results)."""
+    x, w = _data([3, 4], 11), _data([4, 4], 12) * 0.5
+    assert _deferred(_rnn_gradients(x, w, maximum_iterations=1000), 3, compiled=True) == []

@@ -73,6 +73,22 @@ def find(loop) -> dict:
     return found
 
 
+def cheaper_for(products, steps: int) -> bool:
+    """Whether keeping ``steps`` steps of every product's operands holds no more than
+    the ``[p, q]`` sum itself (under XLA the arrays have the loop's bound as size, and
+    a generous bound would make them, and the matmul over them, large)."""
+    op = products[0]
+    shape = op.outputs[0].shape
+    kept = sum(_contracted(p) * _size(p) for p in products)
+    return steps * kept <= shape[0] * shape[1]
+
+
+def _size(op):
+    """p + q of the MatMul ``op``: the numbers one contracted row of its operands holds."""
+    shape = op.outputs[0].shape
+    return shape[0] + shape[1]
+
+
 def operands(products) -> list:
     """The tensors to convert each step: both operands of every product."""
     return [t for op in products for t in op.inputs]

@@ -74,6 +74,9 @@ def _cond_is_stacked(loop) -> bool:
 def _run_invariant(loop, parallel):
     ctx = loop.ctx
     deferred = {} if ctx.nested or not _steps_bounded(loop) else deferred_sums.find(loop)
+    if ctx.compiled:
+        deferred = {k: products for k, products in deferred.items()
+                    if deferred_sums.cheaper_for(products, loop.step_bound)}
     if deferred:
         return _run_invariant_deferring(loop, parallel, deferred)
 
@@ -96,7 +99,8 @@ def _run_invariant(loop, parallel):
 
 def _steps_bounded(loop) -> bool:
     """Whether a deferring loop can hold its steps' operands: anywhere but under XLA,
-    where the arrays need a size known at compile time (``maximum_iterations``)."""
+    where the arrays need a size known at compile time (``maximum_iterations``), and
+    are then that size whatever the steps run (``deferred_sums.cheaper_for``)."""
     return not loop.ctx.compiled or loop.step_bound is not None
 
 
