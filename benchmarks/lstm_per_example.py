@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import argparse
 
-import keras
-import numpy as np
-import tensorflow as tf
+from _bench import compare, header, table  # pylint: disable=import-error  (sets TF's log level)
 
-from _bench import compare, header, table  # pylint: disable=import-error
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
-import pfor_core as pf
+import pfor_core as pf  # noqa: E402
 
 IN, STATE, CLASSES = 128, 256, 10
 FORMS = ("unrolled", "while", "keras", "keras unroll")

@@ -58,3 +58,17 @@ def test_jax_column_runs_and_matches_the_reference(tmp_path):
         assert "peak_bytes" not in cell, cell  # TensorFlow's allocator does not see JAX
     assert data["meta"]["jax"].startswith("jax ")
     assert "pfor / JAX" in (tmp_path / "results.md").read_text()
+
+
+def test_lstm_per_example_benchmark_runs_and_checks_every_column():
+    """Every form and column, each checked against the hand-written per-example
+    gradients inside the script (it raises on a mismatch)."""
+    script = RUN.parent / "lstm_per_example.py"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, str(script), "--batch", "4", "--steps", "3",
+                             "--budget", "0.01"], capture_output=True, text=True,
+                            timeout=600, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line.split() for line in result.stdout.splitlines()]
+    pfor_rows = [r for r in rows if len(r) > 2 and r[-5] == "pfor"]
+    assert len(pfor_rows) == 4, result.stdout  # one per form
