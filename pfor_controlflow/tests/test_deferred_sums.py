@@ -4,6 +4,7 @@ after the loop (deferred_sums.py), and the result equals the loop of tapes."""
 from unittest import mock
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
@@ -161,11 +162,29 @@ def test_keras_lstm_under_xla_defers_its_sums():
     assert _deferred(body, 3, compiled=True)
 
 
-def test_a_zero_start_is_not_tiled():
-    """The gradient accumulator starts at zeros: no [n, p, q] copy of them is made."""
+@pytest.mark.parametrize("per_iteration_steps", [False, True])
+def test_a_zero_start_is_not_tiled(per_iteration_steps):
+    """The gradient accumulator starts at zeros: no [n, p, q] copy of them is made
+    (outside the branch taken when no step ran)."""
     x, w = _data([3, 4], 6), _data([4, 4], 7) * 0.5
-    body = _rnn_gradients(x, w, maximum_iterations=5)
-    testing.assert_matches_loop(body, 3, rtol=1e-4, atol=1e-5)
+    steps = tf.constant([2, 0, 3])
+
+    def body(i):
+        xi = tf.gather(x, i)[None]
+        limit = tf.gather(steps, i) if per_iteration_steps else 3
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            _, h = tf.while_loop(lambda t, h: t < limit,
+                                 lambda t, h: (t + 1, tf.tanh(tf.matmul(h, w)) + xi), (0, xi))
+            loss = tf.reduce_sum(h * h)
+        return tape.gradient(loss, w, unconnected_gradients="zero")
+
+    found = []
+    find = deferred_sums.find
+    with mock.patch.object(deferred_sums, "find", lambda loop: found.append(
+            len(find(loop))) or find(loop)):
+        testing.assert_matches_loop(body, 3, rtol=1e-4, atol=1e-5)
+    assert 1 in found
     graph = tf.function(lambda: pf.pfor(body, 3, fallback="error")).get_concrete_function().graph
     tiled = [op for op in graph.get_operations() if op.type in ("BroadcastTo", "Tile")
              and op.outputs[0].shape == [3, 4, 4]]

@@ -151,8 +151,9 @@ class RowSteps:
         return [a.write(step, v) for a, v in zip(arrays, pieces)]
 
     @staticmethod
-    def totals(deferred, arrays, steps, n, init):
-        """{loop variable: ``init`` plus its sum over every row's steps}."""
+    def totals(deferred, arrays, steps, n, init, stack):
+        """{loop variable: ``init[k]`` (a layout value) plus its sum over every row's
+        steps}; ``stack`` tiles a start when no row ran."""
         operands = iter(arrays[2:])
         out = {}
         for k, products in deferred.items():
@@ -165,7 +166,7 @@ class RowSteps:
                     values = array.concat()
                     shape = tf.concat([tf.stack([steps, n]), tf.shape(values)[1:]], 0)
                     padded.append(tf.scatter_nd(where, values, shape))
-                return start + total(products, padded)
+                return plus(start, total(products, padded))
 
-            out[k] = tf.cond(steps > 0, run, lambda start=init[k]: start)
+            out[k] = tf.cond(steps > 0, run, lambda start=init[k]: stack(start))
         return out

@@ -61,11 +61,14 @@ class _Kinds:
         self.outside = [k for k in outside if k not in self.viewed]
 
 
-def _initial(loop):
+def _initial(loop, deferred=()):
+    """The carried variables' starting values (deferred sums' as they came: only their
+    sums read them) and which rows start running."""
     ctx = loop.ctx
     # Under XLA a new list needs its element shape before the masked loop reads it.
     shape = (lambda k: written_shape(loop.body, k)) if ctx.compiled else (lambda k: None)
-    init = {k: stack_value(ctx, loop.inputs[k], shape(k), list_dtypes(loop.body, k, ctx.op.inputs[k]))
+    init = {k: loop.inputs[k] if k in deferred
+            else stack_value(ctx, loop.inputs[k], shape(k), list_dtypes(loop.body, k, ctx.op.inputs[k]))
             if loop.stacked[k]
             else loop.inputs[k].tensor for k in loop.carried}
     start = ctx.convert_function(loop.cond, loop.layouts([init[k] for k in loop.carried]))
@@ -123,7 +126,7 @@ class _Finished:
 def run_subset(loop, parallel):
     ctx, deferred = loop.ctx, deferred_sums.find(loop)
     kinds = _Kinds(loop, deferred)
-    init, active = _initial(loop)
+    init, active = _initial(loop, deferred)
     extra = [t for k in deferred for t in deferred_sums.operands(deferred[k])]
     outputs = [loop.body.inputs[k] if k in deferred else t
                for k, t in enumerate(loop.body.outputs)] + extra
@@ -145,7 +148,7 @@ def run_subset(loop, parallel):
         for k, value in zip(kinds.changing, changing):
             values[k] = Invariant(tensor=value)
         for k in deferred:
-            values[k] = Stacked(tensor=init[k])  # unread: only its sum reads it
+            values[k] = init[k]  # unread: only its sum reads it
         for k in kinds.viewed:
             values[k] = RowView(base=loop.inputs[k].tensor, rows=rows)
         return values
@@ -203,7 +206,8 @@ def run_subset(loop, parallel):
         return out
 
     layouts = loop.layouts([init[k] for k in loop.carried])
-    for k, value in row_steps.totals(deferred, steps, count, ctx.n, init).items():
+    for k, value in row_steps.totals(deferred, steps, count, ctx.n, init,
+                                             ctx.stack).items():
         value.set_shape(loop.shape_of(k))
         layouts[k] = Stacked(tensor=value)
     values = iter(values)
