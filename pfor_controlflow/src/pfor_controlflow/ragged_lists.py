@@ -151,7 +151,7 @@ def _invariant(ctx, k, what):
 
 
 # -- converters -----------------------------------------------------------------------------
-def convert_push_back(ctx):
+def convert_ragged_push_back(ctx):
     """Pushes the item's padded tensor and its shapes."""
     item = ctx.inputs[1]
     if not isinstance(item, Ragged) and not isinstance(ctx.inputs[0], RaggedList):
@@ -165,7 +165,7 @@ def convert_push_back(ctx):
                        _R.TensorListPushBack(input_handle=value.shapes, tensor=sizes))
 
 
-def convert_pop_back(ctx):
+def convert_ragged_pop_back(ctx):
     value = _ragged_list(ctx)
     _invariant(ctx, 1, "element shape")
     handle, padded = _R.TensorListPopBack(input_handle=value.tensor, element_shape=-1,
@@ -177,7 +177,7 @@ def convert_pop_back(ctx):
             _read(ctx, padded, sizes, value.rank, ctx.op.outputs[1])]
 
 
-def convert_set_item(ctx):
+def convert_ragged_set_item(ctx):
     item = ctx.inputs[2]
     if not isinstance(item, Ragged) and not isinstance(ctx.inputs[0], RaggedList):
         raise Decline("neither a ragged item nor a list of ragged items")
@@ -195,10 +195,11 @@ def convert_set_item(ctx):
                              resize_if_index_out_of_bounds=resize))
 
 
-def convert_get_item(ctx):
+def convert_ragged_get_item(ctx):
     value = _ragged_list(ctx)
     index = _invariant(ctx, 1, "index")
-    _invariant(ctx, 2, "element shape")
+    # The element shape (per iteration here: a gradient passes the shape of a ragged
+    # item) only shapes an unset item: the items of such a list are all set.
     padded = _R.TensorListGetItem(input_handle=value.tensor, index=index, element_shape=-1,
                                   element_dtype=ctx.attr("element_dtype"))
     sizes = _R.TensorListGetItem(input_handle=value.shapes, index=index,
@@ -207,7 +208,7 @@ def convert_get_item(ctx):
     return _read(ctx, padded, sizes, value.rank, ctx.op.outputs[0])
 
 
-def convert_stack(ctx):
+def convert_ragged_stack(ctx):
     """Every iteration's items must agree in shape (the loop's TensorListStack fails
     otherwise): the items, padded to the largest, stacked along a new axis 1."""
     value = _ragged_list(ctx)
@@ -233,7 +234,7 @@ def convert_stack(ctx):
 
     padded = tf.while_loop(lambda t, _: t < count, body, (tf.constant(0), padded))[1]
     items = _R.TensorListStack(input_handle=padded, element_shape=whole, element_dtype=dtype)
-    items = ctx.check(agree, "an iteration's tensor list holds items of different shapes, "
+    items = ctx.check(agree, "an iteration's tensor list holds items of different sizes, "
                       "which do not stack into one tensor", tensor=items)
     perm = [1, 0] + list(range(2, rank + 2))
     items = tf.transpose(items, perm)  # [n, T, ...]
@@ -247,7 +248,7 @@ def convert_stack(ctx):
         sizes[:, d] if d in varying else None for d in range(rank)))
 
 
-def convert_from_tensor(ctx):
+def convert_ragged_from_tensor(ctx):
     """A ragged tensor ``[T, ...]`` (ragged inside its items, not in T) as a list of T
     ragged items."""
     value = ctx.inputs[0]
@@ -266,7 +267,7 @@ def convert_from_tensor(ctx):
         rank=rank)
 
 
-def convert_length(ctx):
+def convert_ragged_length(ctx):
     value = _ragged_list(ctx)
     return Invariant(tensor=_R.TensorListLength(input_handle=value.tensor))
 
@@ -274,12 +275,12 @@ def convert_length(ctx):
 def register(registry):
     add = registry.add
     # Ahead of the plain tensor-list converters (and the loop views') for their own lists.
-    add("TensorListPushBack", convert_push_back, inputs="*R", priority=20, views=True)
-    add("TensorListPushBack", convert_push_back, inputs="S*", priority=20, narrow=True)
-    add("TensorListPopBack", convert_pop_back, inputs="SU", priority=20, narrow=True)
-    add("TensorListSetItem", convert_set_item, inputs="*UR", priority=20, views=True)
-    add("TensorListSetItem", convert_set_item, inputs="SU*", priority=20, narrow=True)
-    add("TensorListGetItem", convert_get_item, inputs="SUU", priority=20, narrow=True)
-    add("TensorListStack", convert_stack, inputs="SU", priority=20, narrow=True)
-    add("TensorListFromTensor", convert_from_tensor, inputs="RU", priority=20)
-    add("TensorListLength", convert_length, inputs="S", priority=20, narrow=True)
+    add("TensorListPushBack", convert_ragged_push_back, inputs="*R", priority=20, views=True)
+    add("TensorListPushBack", convert_ragged_push_back, inputs="S*", priority=20, narrow=True)
+    add("TensorListPopBack", convert_ragged_pop_back, inputs="SU", priority=20, narrow=True)
+    add("TensorListSetItem", convert_ragged_set_item, inputs="*UR", priority=20, views=True)
+    add("TensorListSetItem", convert_ragged_set_item, inputs="SU*", priority=20, narrow=True)
+    add("TensorListGetItem", convert_ragged_get_item, inputs="SU*", priority=20, narrow=True)
+    add("TensorListStack", convert_ragged_stack, inputs="SU", priority=20, narrow=True)
+    add("TensorListFromTensor", convert_ragged_from_tensor, inputs="RU", priority=20)
+    add("TensorListLength", convert_ragged_length, inputs="S", priority=20, narrow=True)
