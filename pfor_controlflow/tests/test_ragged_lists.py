@@ -210,3 +210,25 @@ def test_a_loop_with_per_iteration_trip_counts_refuses_ragged_items_clearly():
     with pytest.raises(pf.ConversionError, match="shape differs between iterations in a "
                        "loop whose trip count differs"):
         pf.pfor(body, 4, fallback="loop")
+
+
+def test_ragged_items_written_in_a_conditional():
+    """A branch writes a ragged item, the other a dense one: the list leaves the
+    conditional with its items' shapes (sizes and minima read them)."""
+    x = _x(4)
+
+    def body(i):
+        xi = tf.gather(x, i)
+
+        def step(t, ta):
+            ta = tf.cond(t > 0, lambda: ta.write(t, tf.boolean_mask(xi[t], xi[t] > 0)),
+                         lambda: ta.write(t, xi[t][:2]))
+            return t + 1, ta
+
+        array = tf.TensorArray(tf.float32, size=STEPS, infer_shape=False, element_shape=[None])
+        _, array = tf.while_loop(lambda t, _: t < STEPS, step, (0, array))
+        items = [array.read(t) for t in range(STEPS)]
+        return tf.stack([tf.cast(tf.size(r), tf.float32) + tf.reduce_min(
+            tf.concat([r - 3., [0.]], 0)) for r in items])
+
+    ragged_loop.assert_matches_loop(body, 4)

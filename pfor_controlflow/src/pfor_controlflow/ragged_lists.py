@@ -18,7 +18,7 @@ import dataclasses
 import tensorflow as tf
 
 from pfor_core.extend import Decline, Invariant, Ragged, Stacked, View
-from pfor_controlflow.tensor_lists import stack_list
+from pfor_controlflow.tensor_lists import _element_dtype, stack_list
 
 _R = tf.raw_ops
 
@@ -84,7 +84,8 @@ def _rank_of(value) -> int:
 
 def as_ragged_list(ctx, value, rank: int, dtype) -> RaggedList:
     """A list layout value (invariant, stacked or ragged) as a ``RaggedList``: a plain
-    list gets a list of its items' shapes (each item whole in every iteration)."""
+    list gets a list of its items' shapes (each item whole in every iteration).
+    ``dtype``: the items' dtype (None: from the list's handle)."""
     if isinstance(value, RaggedList):
         if value.rank != rank:
             raise Decline(f"items of rank {rank} in a list of items of rank {value.rank}")
@@ -93,6 +94,7 @@ def as_ragged_list(ctx, value, rank: int, dtype) -> RaggedList:
         raise Decline(f"a tensor list held as {type(value).__name__}")
     try:
         handle = stack_list(ctx, value, dtype)
+        dtype = dtype or _element_dtype(handle)
     except ValueError as err:
         raise Decline(str(err)) from None
     return RaggedList(tensor=handle, shapes=_shapes_list(ctx, handle, rank, dtype), rank=rank)
