@@ -90,7 +90,7 @@ def as_ragged_list(ctx, value, rank: int, dtype) -> RaggedList:
         if value.rank != rank:
             raise Decline(f"items of rank {rank} in a list of items of rank {value.rank}")
         return value
-    if isinstance(value, View):
+    if type(value) not in (Stacked, Invariant):  # e.g. rows holding their own lengths
         raise Decline(f"a tensor list held as {type(value).__name__}")
     try:
         handle = stack_list(ctx, value, dtype)
@@ -103,7 +103,7 @@ def as_ragged_list(ctx, value, rank: int, dtype) -> RaggedList:
 def _shapes_list(ctx, handle, rank, dtype) -> tf.Tensor:
     """The list of the shapes of the items of the plain stacked list ``handle``."""
     element = _shapes_element(ctx, rank)
-    kind = getattr(handle.op, "type", None)
+    kind = getattr(getattr(handle, "op", None), "type", None)
     if kind == "TensorListReserve":  # unset items read as zero shapes, as they are unset
         return _R.TensorListReserve(element_shape=element, num_elements=handle.op.inputs[1],
                                     element_dtype=tf.int32)
@@ -127,10 +127,10 @@ def _shapes_list(ctx, handle, rank, dtype) -> tf.Tensor:
 def _read(ctx, padded, sizes, rank, original):
     """A read item as a layout value: ragged along the dimensions the body does not
     know statically."""
-    padded.set_shape(tf.TensorShape([ctx.n_static] + [None] * rank).merge_with(
-        padded.shape) if padded.shape.rank in (None, rank + 1) else padded.shape)
-    sizes.set_shape([ctx.n_static, rank])
     static = original.shape
+    padded.set_shape(ctx.stacked_shape(static) if static.rank == rank
+                     else [ctx.n_static] + [None] * rank)
+    sizes.set_shape([ctx.n_static, rank])
     varying = [d for d in range(rank) if static.rank is None or static[d] is None]
     if not varying:
         padded.set_shape(ctx.stacked_shape(static))
