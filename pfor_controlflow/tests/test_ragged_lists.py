@@ -232,3 +232,45 @@ def test_ragged_items_written_in_a_conditional():
             tf.concat([r - 3., [0.]], 0)) for r in items])
 
     ragged_loop.assert_matches_loop(body, 4)
+
+
+def test_gradient_through_reads_of_a_tensor_array_of_ragged_items():
+    """Each read's gradient is a list of one item; the lists add up (AddN)."""
+    x = _x(4)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        with tf.GradientTape() as tape:
+            tape.watch(xi)
+
+            def step(t, ta):
+                return t + 1, ta.write(t, tf.sin(tf.boolean_mask(xi[t], xi[t] > 0)))
+
+            array = tf.TensorArray(tf.float32, size=STEPS, infer_shape=False,
+                                   element_shape=[None])
+            _, array = tf.while_loop(lambda t, _: t < STEPS, step, (0, array))
+            loss = tf.add_n([tf.reduce_sum(array.read(t) ** 2) for t in range(STEPS)])
+        return tape.gradient(loss, xi)
+
+    ragged_loop.assert_matches_loop(body, 4)
+
+
+@pytest.mark.parametrize("lengths", LENGTHS)
+def test_gradient_through_a_stacked_growing_tensor_array(lengths):
+    x, ns = _x(len(lengths)), tf.constant(lengths)
+
+    def body(i):
+        xi, n = tf.gather(x, i), tf.gather(ns, i)
+        with tf.GradientTape() as tape:
+            tape.watch(xi)
+
+            def step(t, ta):
+                return t + 1, ta.write(t, tf.sin(xi[t][:n]))
+
+            array = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False,
+                                   element_shape=[None])
+            _, array = tf.while_loop(lambda t, _: t < STEPS, step, (0, array))
+            loss = tf.reduce_sum(array.stack() ** 2)
+        return tape.gradient(loss, xi)
+
+    ragged_loop.assert_matches_loop(body, len(lengths))

@@ -222,7 +222,7 @@ def convert_ragged_stack(ctx):
     none = tf.zeros(tf.concat([[1], tf.shape(shapes)[1:]], 0), tf.int32)
     sizes = tf.reduce_max(tf.concat([shapes, none], 0), axis=0)  # [n, rank]
     agree = tf.reduce_all(tf.equal(shapes, sizes[None]))
-    largest = tf.reduce_max(tf.concat([sizes, tf.zeros([1, rank], tf.int32)], 0), axis=0)
+    largest = _largest(sizes, rank)
     count = _R.TensorListLength(input_handle=value.tensor)
     whole = tf.concat([_n(ctx), largest], 0)
     padded = _R.TensorListReserve(element_shape=whole, num_elements=count, element_dtype=dtype)
@@ -246,19 +246,29 @@ def convert_ragged_stack(ctx):
                if original.rank is None or original[d + 1] is None]
     if not varying:
         return Stacked(tensor=items)
-    return Ragged(padded=items, lengths=(None,) + tuple(
+    # The number of items, where the body does not know it, as a size of each
+    # iteration too (ragged converters then meet values made from its shape alike).
+    counts = None if original.rank is not None and original[0] is not None else tf.fill(
+        tf.shape(sizes)[:1], count)
+    return Ragged(padded=items, lengths=(counts,) + tuple(
         sizes[:, d] if d in varying else None for d in range(rank)))
 
 
 def convert_ragged_from_tensor(ctx):
-    """A ragged tensor ``[T, ...]`` (ragged inside its items, not in T) as a list of T
+    """A ragged tensor ``[T, ...]`` (ragged inside its items; T must be the same in
+    every iteration, as a stacked list holds one number of items) as a list of T
     ragged items."""
     value = ctx.inputs[0]
     _invariant(ctx, 1, "element shape")
-    if value.lengths[0] is not None:
-        raise Decline("iterations would hold lists of different lengths")
     rank = value.rank - 1
-    items = tf.transpose(value.padded, [1, 0] + list(range(2, rank + 2)))  # [T, n, ...]
+    padded = value.padded
+    if value.lengths[0] is not None:
+        counts = value.lengths[0]
+        count = tf.concat([counts, [0]], 0)[0]
+        padded = ctx.check(tf.reduce_all(tf.equal(counts, count)), (
+            "iterations would hold tensor lists of different lengths, which pfor does "
+            "not support (pad the tensor to one length)"), tensor=padded[:, :count])
+    items = tf.transpose(padded, [1, 0] + list(range(2, rank + 2)))  # [T, n, ...]
     shapes = value.shapes()[:, 1:]  # [n, rank]
     count = tf.shape(items, out_type=tf.int32)[:1]
     every = tf.broadcast_to(shapes[None], tf.concat([count, tf.shape(shapes)], 0))
@@ -267,6 +277,62 @@ def convert_ragged_from_tensor(ctx):
         shapes=_R.TensorListFromTensor(tensor=every,
                                        element_shape=_shapes_element(ctx, rank)),
         rank=rank)
+
+
+def convert_ragged_element_shape(ctx):
+    """The element shape the list was made with (the same in every iteration)."""
+    value = _ragged_list(ctx)
+    shape = _R.TensorListElementShape(input_handle=value.tensor,
+                                      shape_type=ctx.attr("shape_type"))
+    return Invariant(tensor=shape[1:])
+
+
+def convert_ragged_add_lists(ctx):
+    """AddN of tensor lists (gradients of list reads add up) of which some hold ragged
+    items: item by item, every list's item padded to the largest and added (an unset
+    item reads as zeros of size 0); the sizes are the largest of each item's."""
+    if ctx.op.outputs[0].dtype != tf.variant or not any(
+            isinstance(v, RaggedList) for v in ctx.inputs):
+        raise Decline("no tensor list of ragged items")
+    rank = next(v.rank for v in ctx.inputs if isinstance(v, RaggedList))
+    dtype = next(_element_dtype(v.tensor) for v in ctx.inputs if isinstance(v, RaggedList))
+    lists = [as_ragged_list(ctx, v, rank, dtype) for v in ctx.inputs]
+    count = _R.TensorListLength(input_handle=lists[0].tensor)
+    element = _shapes_element(ctx, rank)
+    data = _R.TensorListReserve(element_shape=-1, num_elements=count, element_dtype=dtype)
+    shapes = _R.TensorListReserve(element_shape=element, num_elements=count,
+                                  element_dtype=tf.int32)
+
+    def body(t, data, shapes):
+        sizes = [_R.TensorListGetItem(input_handle=v.shapes, index=t, element_shape=element,
+                                      element_dtype=tf.int32) for v in lists]
+        items = [_R.TensorListGetItem(  # an unset item: zeros of its (zero) sizes
+            input_handle=v.tensor, index=t, element_dtype=dtype,
+            element_shape=tf.concat([_n(ctx), _largest(size, rank)], 0))
+            for v, size in zip(lists, sizes)]
+        whole = tf.concat([_n(ctx), _largest(tf.concat(sizes, 0), rank)], 0)
+        total = tf.add_n([tf.pad(item, tf.stack([tf.zeros_like(whole),
+                                                 whole - tf.shape(item, out_type=tf.int32)], 1))
+                          for item in items])
+        size = tf.reduce_max(tf.stack(sizes), axis=0)
+        return (t + 1, _R.TensorListSetItem(input_handle=data, index=t, item=total),
+                _R.TensorListSetItem(input_handle=shapes, index=t, item=size))
+
+    _, data, shapes = tf.while_loop(lambda t, *_: t < count, body,
+                                    (tf.constant(0), data, shapes))
+    return RaggedList(tensor=data, shapes=shapes, rank=rank)
+
+
+def _largest(sizes, rank):
+    """The largest of ``sizes`` ([m, rank]) per dimension (zeros when m is 0)."""
+    return tf.reduce_max(tf.concat([sizes, tf.zeros([1, rank], tf.int32)], 0), axis=0)
+
+
+def convert_ragged_resize(ctx):
+    value = _ragged_list(ctx)
+    size = _invariant(ctx, 1, "list size")
+    return value.again(_R.TensorListResize(input_handle=value.tensor, size=size),
+                       _R.TensorListResize(input_handle=value.shapes, size=size))
 
 
 def convert_ragged_length(ctx):
@@ -286,3 +352,7 @@ def register(registry):
     add("TensorListStack", convert_ragged_stack, inputs="SU", priority=20, narrow=True)
     add("TensorListFromTensor", convert_ragged_from_tensor, inputs="RU", priority=20)
     add("TensorListLength", convert_ragged_length, inputs="S", priority=20, narrow=True)
+    add("TensorListElementShape", convert_ragged_element_shape, inputs="S", priority=20,
+        narrow=True)
+    add("TensorListResize", convert_ragged_resize, inputs="SU", priority=20, narrow=True)
+    add("AddN", convert_ragged_add_lists, inputs="*...", priority=20, narrow=True)
