@@ -7,6 +7,8 @@ with a run-time loop length, and in chunks)."""
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tensorflow.python.ops import list_ops
 
 import pfor_core as pf
@@ -274,3 +276,29 @@ def test_gradient_through_a_stacked_growing_tensor_array(lengths):
         return tape.gradient(loss, xi)
 
     ragged_loop.assert_matches_loop(body, len(lengths))
+
+
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_drawn_lengths_through_a_loop_and_its_gradient(data):
+    """Drawn per-iteration lengths (0 included) of the items a loop pushes, and of the
+    values its gradient pops."""
+    n = data.draw(st.integers(1, 4), label="n")
+    lengths = tf.constant(data.draw(ragged_loop.lengths_strategy(n, 5), label="lengths"))
+    x = _x(n)
+
+    def body(i):
+        xi, m = tf.gather(x, i), tf.gather(lengths, i)
+        with tf.GradientTape() as tape:
+            tape.watch(xi)
+
+            def step(t, ta, total):
+                prefix = xi[t][:m]
+                return t + 1, ta.write(t, prefix * 2.), total + tf.reduce_sum(tf.exp(prefix))
+
+            array = tf.TensorArray(tf.float32, size=STEPS, infer_shape=False,
+                                   element_shape=[None])
+            _, array, total = tf.while_loop(lambda t, *_: t < STEPS, step, (0, array, 0.))
+        return tf.concat([tape.gradient(total, xi), array.stack()], 1)
+
+    ragged_loop.assert_matches_loop(body, n, ragged=True, modes=("eager",))

@@ -189,7 +189,11 @@ def carried_out(loop, converted, k):
     if k in loop.ragged_lists:
         return ragged_value(loop, k, value)
     if loop.stacked[k]:
-        return converted.stacked(k)
+        out = converted.stacked(k)
+        shape = loop.shape_of(k)
+        if out.dtype != tf.variant and out.shape.is_compatible_with(shape):
+            out.set_shape(shape)  # converters may lose a static n (as 1), the loop needs it
+        return out
     if value.is_stacked:  # the trial said otherwise: a converter is inconsistent
         raise RuntimeError(f"loop variable {k} became per-iteration in the real conversion")
     return value.tensor

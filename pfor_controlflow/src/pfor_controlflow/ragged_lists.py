@@ -18,7 +18,7 @@ import dataclasses
 import tensorflow as tf
 
 from pfor_core.extend import Decline, Invariant, Ragged, Stacked, View
-from pfor_controlflow.tensor_lists import _element_dtype, stack_list
+from pfor_controlflow.tensor_lists import _element_dtype, _summed_dtype, stack_list
 
 _R = tf.raw_ops
 
@@ -295,7 +295,9 @@ def convert_ragged_add_lists(ctx):
             isinstance(v, RaggedList) for v in ctx.inputs):
         raise Decline("no tensor list of ragged items")
     rank = next(v.rank for v in ctx.inputs if isinstance(v, RaggedList))
-    dtype = next(_element_dtype(v.tensor) for v in ctx.inputs if isinstance(v, RaggedList))
+    dtype = _summed_dtype(ctx)
+    if dtype is None:
+        raise Decline("the lists' element dtype is not known here")
     lists = [as_ragged_list(ctx, v, rank, dtype) for v in ctx.inputs]
     count = _R.TensorListLength(input_handle=lists[0].tensor)
     element = _shapes_element(ctx, rank)
@@ -335,6 +337,12 @@ def convert_ragged_resize(ctx):
                        _R.TensorListResize(input_handle=value.shapes, size=size))
 
 
+def convert_ragged_zeros_like(ctx):
+    """Zeros in every item (a gradient of a list that gets none), the sizes kept."""
+    value = _ragged_list(ctx)
+    return value.again(tf.raw_ops.ZerosLike(x=value.tensor), value.shapes)
+
+
 def convert_ragged_length(ctx):
     value = _ragged_list(ctx)
     return Invariant(tensor=_R.TensorListLength(input_handle=value.tensor))
@@ -355,4 +363,5 @@ def register(registry):
     add("TensorListElementShape", convert_ragged_element_shape, inputs="S", priority=20,
         narrow=True)
     add("TensorListResize", convert_ragged_resize, inputs="SU", priority=20, narrow=True)
+    add("ZerosLike", convert_ragged_zeros_like, inputs="S", priority=20, narrow=True)
     add("AddN", convert_ragged_add_lists, inputs="*...", priority=20, narrow=True)
