@@ -284,9 +284,9 @@ class ConvertContext:
         found = child.trial_layouts.get(key)
         if found is None:
             values = child.convert_subgraph(graph, inputs, wanted)
-            found = child.trial_layouts[key] = (graph, [v.is_stacked for v in values])
-        stand_ins = [_stand_in(t, stacked, child.n_static)
-                     for t, stacked in zip(wanted, found[1])]
+            found = child.trial_layouts[key] = (graph, [_kind(v) for v in values])
+        stand_ins = [kind(t, child.n_static) if callable(kind) else
+                     _stand_in(t, kind, child.n_static) for t, kind in zip(wanted, found[1])]
         return Converted(outputs=stand_ins, side_effects=[], n=child.n, n_static=child.n_static)
 
     def stacked_value(self, tensor) -> Stacked:
@@ -346,6 +346,14 @@ def _signature(value) -> tuple:
     shape = value.shape
     return (type(value).__name__, value.is_stacked, value.dtype,
             None if shape.rank is None else tuple(shape.as_list()))
+
+
+def _kind(value):
+    """What a trial keeps of an output's layout: whether it is stacked, or the value's
+    own ``stand_in(original, n_static)`` for a view that makes placeholders of its
+    type (one whose converters must know it in the trials, e.g. a list held as two)."""
+    maker = getattr(value, "stand_in", None)
+    return maker if callable(maker) else value.is_stacked
 
 
 def _stand_in(original, stacked: bool, n_static) -> Layout:

@@ -92,7 +92,10 @@ class View(Stacked):
       iterations being converted, or a ``Decline`` when the view has none here (the
       converter is then skipped as if it had declined);
     - ``tensor`` is the view's own storage, as the subclass documents it: only code
-      that knows the view reads it.
+      that knows the view reads it;
+    - a view may define ``stand_in(original, n_static)``, a placeholder value of its own
+      type: trial conversions (``ctx.convert_function(..., trial=True)``) then return
+      that for an output of this type instead of a plain stacked placeholder.
 
     A converter registered without ``views=True`` never sees a view: the registry hands
     it every view materialized. A view subclass is defined by the pack that makes it,

@@ -181,16 +181,27 @@ class Ragged:
     def uniform(self, message: str) -> Stacked:
         """The value as ``Stacked``, checked at run time to have the same shape in
         every iteration (else an ``InvalidArgumentError`` saying ``message``)."""
-        extents = self.extents()
-        n = tf.shape(self.padded, out_type=tf.int32)[0]
-        first = [tf.concat([e, [0]], 0)[0] for e in extents]  # 0 when n == 0
-        same = tf.reduce_all([tf.reduce_all(tf.equal(e, f)) for e, f in zip(extents, first)])
-        check = tf.debugging.Assert(same, [message], summarize=1)
+        check = tf.debugging.Assert(self.is_uniform(), [message], summarize=1)
         with tf.control_dependencies([check]):
-            begin = tf.zeros([self.rank + 1], tf.int32)
-            size = tf.stack([n] + [f if length is not None else -1
-                                   for f, length in zip(first, self.lengths)])
-            return Stacked(tensor=tf.slice(self.padded, begin, size))
+            return self.as_stacked()
+
+    def _first(self) -> list[tf.Tensor]:
+        """The first iteration's extent of every dimension (0 when n == 0)."""
+        return [tf.concat([e, [0]], 0)[0] for e in self.extents()]
+
+    def is_uniform(self) -> tf.Tensor:
+        """Whether every iteration has the same shape (a boolean scalar tensor)."""
+        return tf.reduce_all([tf.reduce_all(tf.equal(e, f))
+                              for e, f in zip(self.extents(), self._first())])
+
+    def as_stacked(self) -> Stacked:
+        """The value as ``Stacked``, for iterations that all have the same shape
+        (``is_uniform``; unchecked): the padded tensor cut to the first's extents."""
+        n = tf.shape(self.padded, out_type=tf.int32)[0]
+        begin = tf.zeros([self.rank + 1], tf.int32)
+        size = tf.stack([n] + [f if length is not None else -1
+                               for f, length in zip(self._first(), self.lengths)])
+        return Stacked(tensor=tf.slice(self.padded, begin, size))
 
     @staticmethod
     def from_row_lengths(values, row_lengths, width=None) -> "Ragged":

@@ -18,7 +18,8 @@ from typing import Sequence
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
-from pfor_core import collectives, custom, emit, empty, fallback, messages, results, shapes
+from pfor_core import (collectives, custom, emit, empty, fallback, messages, results, shapes,
+                       uniform_or_loop)
 from pfor_core.context import ConvertContext, Decline, broadcast_invariant
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Layout, Stacked, View, pattern_of, per_iteration
@@ -247,6 +248,8 @@ class Conversion:
         ragged = [v for v in layouts if isinstance(v, Ragged)]
         if not ragged or not all(v.usually_uniform for v in ragged):
             return None
+        if uniform_or_loop.applies(self, op, layouts):
+            return self._uniform_or_loop(op, layouts, ragged, reasons, faults)
         with ops.name_scope(_scope(op)):
             message = messages.usually_uniform(op)
             layouts = [v.uniform(message) if isinstance(v, Ragged) else v for v in layouts]
@@ -260,6 +263,41 @@ class Conversion:
                              ragged=any(isinstance(v, Ragged) for v in result))
                 return result
         return None
+
+    def _uniform_or_loop(self, op, layouts, ragged, reasons, faults):
+        """``_as_uniform`` where the loop may run: converted when every iteration's
+        inputs have one shape, else the fallback loop (uniform_or_loop.py). None when
+        no converter takes the stacked inputs (the op then just falls back)."""
+        with ops.name_scope(_scope(op)):
+            stacked = [v.as_stacked() if isinstance(v, Ragged) else v for v in layouts]
+        pattern = pattern_of(stacked)
+        entries = self.registry.candidates(_dispatch_type(op), pattern)
+        if not entries:
+            return None
+        forms = uniform_or_loop.forms(op)
+        reasons.append("its inputs' shapes differ between iterations: converted when "
+                       "they agree at run time, else this loop")
+
+        def converted():
+            for entry in entries:
+                result = self._try(entry, op, stacked, pattern, reasons, faults)
+                if result is not None:
+                    self._report_faults(op, faults)
+                    return uniform_or_loop.flatten(result, forms, self.stack)
+            # None took them after all: the loop in both branches
+            result = fallback.run_sequentially(op, layouts, self, reasons)
+            return uniform_or_loop.flatten(result, forms, self.stack)
+
+        def looped():
+            result = self._fall_back(op, layouts, pattern_of(layouts), reasons, faults)
+            return uniform_or_loop.flatten(result, forms, self.stack)
+
+        with ops.name_scope(_scope(op)):
+            same = tf.reduce_all(tf.stack([v.is_uniform() for v in ragged]))
+            flat = tf.cond(same, converted, looped)
+        result = uniform_or_loop.unflatten(flat, op, forms, self.n_static)
+        self.records[-1].ragged = any(isinstance(v, Ragged) for v in result)
+        return result
 
     def _custom(self, site, op, layouts, pattern):
         if not per_iteration(pattern):  # the same in every iteration: the original runs once

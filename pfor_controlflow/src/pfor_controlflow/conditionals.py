@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Invariant, Stacked
+from pfor_core.extend import Decline, Invariant, Stacked
 
 _R = tf.raw_ops
-from pfor_controlflow import masking, optionals
+from pfor_controlflow import masking, optionals, ragged_lists
 from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph, select_rows,
                                         stand_in, with_effects)
 
@@ -42,14 +42,17 @@ def truth(pred: tf.Tensor) -> tf.Tensor:
     return tf.not_equal(pred, tf.zeros([], pred.dtype))
 
 
-def _stacked_outputs(ctx, graphs, inputs) -> list[bool]:
-    """Which outputs some branch makes stacked (found by trial conversions)."""
-    stacked = [False] * len(ctx.op.outputs)
+def _stacked_outputs(ctx, graphs, inputs) -> tuple[list[bool], dict]:
+    """Which outputs some branch makes stacked, and which a tensor list of ragged
+    items (ragged_lists.py; output -> the items' rank), found by trial conversions."""
+    stacked, ragged = [False] * len(ctx.op.outputs), {}
     for graph in graphs:
         with scratch_graph().as_default():
             trial = ctx.convert_function(graph, inputs, trial=True)
         stacked = [s or v.is_stacked for s, v in zip(stacked, trial.outputs)]
-    return stacked
+        ragged.update((k, v.rank) for k, v in enumerate(trial.outputs)
+                      if isinstance(v, ragged_lists.RaggedList))
+    return stacked, ragged
 
 
 def convert_invariant_selector(ctx):
@@ -57,15 +60,22 @@ def convert_invariant_selector(ctx):
     if graphs is None:
         return ctx.decline("a branch function is not in the graph")
     inputs = list(ctx.inputs[1:])
-    stacked = _stacked_outputs(ctx, graphs, inputs)
+    stacked, ragged = _stacked_outputs(ctx, graphs, inputs)
     if ctx.trial:
-        return [stand_in(t, s, ctx.n_static) for t, s in zip(ctx.op.outputs, stacked)]
+        return [ragged_lists.placeholder(ragged[k]) if k in ragged else
+                stand_in(t, s, ctx.n_static)
+                for k, (t, s) in enumerate(zip(ctx.op.outputs, stacked))]
+
+    def out(converted, k):
+        value = converted.outputs[k]
+        if k in ragged:  # a list of ragged items in some branch: in all, as a pair
+            return ragged_lists.as_ragged_list(ctx, value, ragged[k], None).pair()
+        return converted.stacked(k) if stacked[k] else value.tensor
 
     def branch(graph):
         def run():
             converted = ctx.convert_function(graph, inputs)
-            outs = [converted.stacked(k) if s else v.tensor
-                    for k, (s, v) in enumerate(zip(stacked, converted.outputs))]
+            outs = [out(converted, k) for k in range(len(converted.outputs))]
             return with_effects(outs, converted.side_effects)
         return run
 
@@ -74,8 +84,9 @@ def convert_invariant_selector(ctx):
         outs = tf.switch_case(selector, [branch(g) for g in graphs])
     else:
         outs = tf.cond(truth(selector), branch(graphs[0]), branch(graphs[1]))
-    return [Stacked(tensor=t) if s else Invariant(tensor=t)
-            for t, s in zip(outs[:-1], stacked)]
+    return [ragged_lists.from_pair(t, ragged[k]) if k in ragged else
+            Stacked(tensor=t) if s else Invariant(tensor=t)
+            for k, (t, s) in enumerate(zip(outs[:-1], stacked))]
 
 
 def _branch_of_rows(ctx, count: int) -> tf.Tensor:
@@ -134,6 +145,9 @@ class _Rows:
         """Branch ``b``'s outputs for its rows as a flat list of stacked tensors."""
         flat = []
         for j, specs in enumerate(self.outputs):
+            if isinstance(converted.outputs[j], ragged_lists.RaggedList):
+                raise Decline("a branch makes a tensor list of items whose shape differs "
+                              "between iterations under a per-iteration predicate")
             if specs is None:
                 flat.append(converted.stacked(j))
             elif specs[b] is not None:
@@ -237,6 +251,9 @@ def convert_stacked_selector(ctx):
         return ctx.decline("a branch function is not in the graph")
     if ctx.trial:  # rows take different branches: every output differs per iteration
         return [stand_in(t, True, ctx.n_static) for t in ctx.op.outputs]
+    if any(isinstance(v, ragged_lists.RaggedList) for v in ctx.inputs):
+        return ctx.decline("a tensor list of items whose shape differs between iterations "
+                           "enters a conditional whose predicate differs per iteration")
     if ctx.compiled or ctx.nested:
         return _run_masked(ctx, graphs)
     try:

@@ -104,10 +104,11 @@ def stand_in(original, stacked: bool, n_static):
 
 
 def with_effects(tensors, effects) -> list:
-    """``tensors`` plus a token, all made to run after the ops in ``effects``; a
-    function returning them runs its side effects even when nothing reads them."""
+    """``tensors`` (or tuples of them) plus a token, all made to run after the ops in
+    ``effects``; a function returning them runs its side effects even when nothing
+    reads them."""
     with tf.control_dependencies(effects or None):
-        return [tf.identity(t) for t in tensors] + [tf.constant(0)]
+        return [tf.nest.map_structure(tf.identity, t) for t in tensors] + [tf.constant(0)]
 
 
 def select_rows(pick, new, old):

@@ -41,15 +41,6 @@ class ListView(View):
     def again(self, handle) -> "ListView":
         return dataclasses.replace(self, tensor=handle)
 
-
-def grows_only(op) -> bool:
-    """Whether ``op`` is a TensorListResize to ``maximum(its length, ...)`` (what a
-    converted write past the end emits)."""
-    if op.type != "TensorListResize" or op.inputs[1].op.type != "Maximum":
-        return False
-    return any(t.op.type == "TensorListLength" and t.op.inputs[0] is op.inputs[0]
-               for t in op.inputs[1].op.inputs)
-
     def materialize(self):
         """A plain stacked list of the rows being converted (all rows of a masked view);
         a Decline when the list's element dtype is not known here."""
@@ -65,6 +56,15 @@ def grows_only(op) -> bool:
         rows = tf.gather(whole, self.rows, axis=1)
         return Stacked(tensor=_R.TensorListFromTensor(
             tensor=rows, element_shape=tf.constant(-1, tf.int32)))
+
+
+def grows_only(op) -> bool:
+    """Whether ``op`` is a TensorListResize to ``maximum(its length, ...)`` (what a
+    converted write past the end emits)."""
+    if op.type != "TensorListResize" or op.inputs[1].op.type != "Maximum":
+        return False
+    return any(t.op.type == "TensorListLength" and t.op.inputs[0] is op.inputs[0]
+               for t in op.inputs[1].op.inputs)
 
 
 def _element_dtype(handle):

@@ -10,6 +10,7 @@ from tensorflow.python.ops import handle_data_util
 
 from pfor_core.extend import Invariant, Stacked
 from pfor_controlflow.list_views import ListView, grows_only
+from pfor_controlflow import ragged_lists
 
 
 class Loop:
@@ -21,6 +22,10 @@ class Loop:
         self.passed = [passes_through(body, k) for k in range(len(self.inputs))]
         self.carried = [k for k, p in enumerate(self.passed) if not p]
         self.stacked = [v.is_stacked for v in self.inputs]
+        # Tensor lists of ragged items (ragged_lists.py), by variable: their items' rank.
+        # The loop carries such a list as a pair of lists.
+        self.ragged_lists = {k: v.rank for k, v in enumerate(self.inputs)
+                             if isinstance(v, ragged_lists.RaggedList)}
 
     def layouts(self, carried_values, stacked=None, outside=None):
         """Layouts of all loop variables: carried ones from ``carried_values``,
@@ -31,6 +36,8 @@ class Loop:
         for k, value in zip(self.carried, carried_values):
             if isinstance(value, (Stacked, Invariant)):
                 values[k] = value
+            elif isinstance(value, tuple):  # a list of ragged items
+                values[k] = ragged_lists.from_pair(value, self.ragged_lists[k])
             else:
                 values[k] = Stacked(tensor=value) if stacked[k] else Invariant(tensor=value)
         return values
@@ -63,6 +70,8 @@ class Loop:
     def shape_of(self, k, stacked=None) -> tf.TensorShape:
         """Shape invariant of carried variable ``k``, stacked or not."""
         stacked = self.stacked if stacked is None else stacked
+        if k in self.ragged_lists:
+            return (tf.TensorShape([]), tf.TensorShape([]))
         shape = self.body.inputs[k].shape
         if not stacked[k] or self.body.inputs[k].dtype == tf.variant:
             return shape
@@ -206,11 +215,25 @@ def written_shape(body, k):
 def carried_out(loop, converted, k):
     """The body's output for carried variable ``k`` in its loop layout."""
     value = converted.outputs[k]
+    if k in loop.ragged_lists:
+        return ragged_value(loop, k, value)
     if loop.stacked[k]:
-        return converted.stacked(k)
+        out = converted.stacked(k)
+        shape = loop.shape_of(k)
+        if out.dtype != tf.variant and out.shape.is_compatible_with(shape):
+            out.set_shape(shape)  # converters may lose a static n (as 1), the loop needs it
+        return out
     if value.is_stacked:  # the trial said otherwise: a converter is inconsistent
         raise RuntimeError(f"loop variable {k} became per-iteration in the real conversion")
     return value.tensor
+
+
+def ragged_value(loop, k, value) -> tuple:
+    """A list of ragged items carried through the loop, as the pair it carries (a
+    plain list, made ragged)."""
+    rank = loop.ragged_lists[k]
+    dtype = list_dtypes(loop.body, k, loop.ctx.op.inputs[k])[0]
+    return ragged_lists.as_ragged_list(loop.ctx, value, rank, dtype).pair()
 
 
 def list_out(converted, k) -> ListView:

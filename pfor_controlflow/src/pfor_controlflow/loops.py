@@ -22,13 +22,13 @@ import copy
 import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
-from pfor_controlflow import deferred_sums, masking, trip_counts
+from pfor_controlflow import deferred_sums, masking, ragged_lists, trip_counts
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import function_graph, scratch_graph, stand_in, with_effects
 from pfor_controlflow.list_lengths import ListWithLengths
 from pfor_controlflow.list_views import ListView
 from pfor_controlflow.loop_vars import (Loop, carried_out, list_dtypes, length_change,
-                                        stack_value)
+                                        ragged_value, stack_value)
 
 
 def _placeholder(like, shape, stacked=False):
@@ -47,33 +47,43 @@ def _placeholder(like, shape, stacked=False):
     return value
 
 
+def _stand_ins(loop, stacked):
+    """Placeholders for the carried variables (a list of ragged items: a pair)."""
+    return [ragged_lists.placeholder(loop.ragged_lists[k]) if k in loop.ragged_lists
+            else _placeholder(loop.body.inputs[k], loop.shape_of(k, stacked), stacked[k])
+            for k in loop.carried]
+
+
 def _find_stacked(loop, stacked) -> list[bool]:
-    """Convert the body on trial until the stacked variables no longer change."""
+    """Convert the body on trial until the stacked variables (and the tensor lists
+    that hold ragged items, ``loop.ragged_lists``) no longer change."""
     ctx, body = loop.ctx, loop.body
     stacked = list(stacked)
-    for _ in range(len(stacked) + 1):
+    for _ in range(2 * len(stacked) + 1):
         with scratch_graph().as_default():
-            values = [_placeholder(body.inputs[k], loop.shape_of(k, stacked), stacked[k])
-                      for k in loop.carried]
+            values = _stand_ins(loop, stacked)
             trial = ctx.convert_function(body, loop.layouts(values, stacked), trial=True)
         grown = [s or v.is_stacked for s, v in zip(stacked, trial.outputs)]
-        if grown == stacked:
+        ragged = {k: v.rank for k, v in enumerate(trial.outputs)
+                  if isinstance(v, ragged_lists.RaggedList) and k in loop.carried}
+        if grown == stacked and ragged.keys() <= loop.ragged_lists.keys():
             return stacked
         stacked = grown
+        loop.ragged_lists.update(ragged)
     raise AssertionError("the loop-variable layouts did not settle")  # pragma: no cover
 
 
 def _cond_is_stacked(loop) -> bool:
     with scratch_graph().as_default():
-        values = [_placeholder(loop.body.inputs[k], loop.shape_of(k), loop.stacked[k])
-                  for k in loop.carried]
+        values = _stand_ins(loop, loop.stacked)
         trial = loop.ctx.convert_function(loop.cond, loop.layouts(values), trial=True)
     return trial.outputs[0].is_stacked
 
 
 def _run_invariant(loop, parallel):
     ctx = loop.ctx
-    deferred = {} if ctx.nested or not _steps_bounded(loop) else deferred_sums.find(loop)
+    deferred = ({} if ctx.nested or loop.ragged_lists or not _steps_bounded(loop)
+                else deferred_sums.find(loop))
     if ctx.compiled:
         deferred = {k: products for k, products in deferred.items()
                     if deferred_sums.cheaper_for(products, loop.step_bound)}
@@ -89,8 +99,7 @@ def _run_invariant(loop, parallel):
         outs = [carried_out(loop, converted, k) for k in loop.carried]
         return with_effects(outs, converted.side_effects)[:-1]
 
-    init = [stack_value(ctx, loop.inputs[k], dtypes=list_dtypes(loop.body, k, ctx.op.inputs[k]))
-            if loop.stacked[k] else loop.inputs[k].tensor for k in loop.carried]
+    init = [_initial(loop, k) for k in loop.carried]
     result = tf.while_loop(cond, body, init, parallel_iterations=parallel,
                            maximum_iterations=loop.maximum_iterations,
                            shape_invariants=[loop.shape_of(k) for k in loop.carried])
@@ -104,14 +113,23 @@ def _steps_bounded(loop) -> bool:
     return not loop.ctx.compiled or loop.step_bound is not None
 
 
+def _initial(loop, k):
+    """The value the converted loop starts carried variable ``k`` with."""
+    ctx = loop.ctx
+    if k in loop.ragged_lists:
+        return ragged_value(loop, k, loop.inputs[k])
+    if loop.stacked[k]:
+        return stack_value(ctx, loop.inputs[k], dtypes=list_dtypes(loop.body, k, ctx.op.inputs[k]))
+    return loop.inputs[k].tensor
+
+
 def _run_invariant_deferring(loop, parallel, deferred):
     """``_run_invariant`` that keeps the operands of the ``deferred`` loop variables'
     products step by step and sums them after the loop (deferred_sums.py)."""
     ctx = loop.ctx
     kept = [k for k in loop.carried if k not in deferred]
     extra = [t for k in deferred for t in deferred_sums.operands(deferred[k])]
-    init = {k: stack_value(ctx, loop.inputs[k], dtypes=list_dtypes(loop.body, k, ctx.op.inputs[k]))
-            if loop.stacked[k] else loop.inputs[k].tensor for k in kept}
+    init = {k: _initial(loop, k) for k in kept}
 
     def all_values(values):
         # A deferred sum is unread in the body: its start stays as it came (an
@@ -177,6 +195,9 @@ def convert_while(ctx):
         return _layouts_only(loop, per_iteration)
     if not per_iteration:
         return _run_invariant(loop, parallel)
+    if loop.ragged_lists:
+        return ctx.decline("a tensor list of items whose shape differs between iterations "
+                           "in a loop whose trip count differs per iteration")
     if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
         return ctx.decline("per-iteration trip counts with a resource carried through the loop")
     # Lists carried through such a loop end with per-iteration lengths: stacked.
@@ -203,8 +224,10 @@ def _layouts_only(loop, per_iteration):
     stacked if it is stacked in the loop or the trip counts differ per iteration
     (each iteration stops with its own value); the others are the loop's inputs."""
     ctx = loop.ctx
-    return [stand_in(t, per_iteration or loop.stacked[k], ctx.n_static)
-            if k in loop.carried else loop.inputs[k] for k, t in enumerate(ctx.op.outputs)]
+    return [loop.inputs[k] if k not in loop.carried
+            else ragged_lists.placeholder(loop.ragged_lists[k]) if k in loop.ragged_lists
+            else stand_in(t, per_iteration or loop.stacked[k], ctx.n_static)
+            for k, t in enumerate(ctx.op.outputs)]
 
 
 def _lists_refused(loop, per_iteration):

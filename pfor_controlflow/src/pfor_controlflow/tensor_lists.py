@@ -96,9 +96,11 @@ def stack_list(ctx, value, element_dtype=None, element_shape=None,
         if element_shape is not None and not _static_shape(shape).is_fully_defined():
             shape = tf.constant(element_shape.as_list(), tf.int32)
         size_arg = "num_elements" if kind == "TensorListReserve" else "max_num_elements"
-        if dtype == tf.variant:  # a list of lists: its elements are stacked lists
-            return getattr(_R, kind)(element_shape=shape, element_dtype=dtype,
-                                     **{size_arg: size})
+        if dtype == tf.variant:
+            # A list of lists (its elements are stacked lists, scalar handles) or of
+            # ragged encodings (stacked as [n]): the element shape is left unknown.
+            return getattr(_R, kind)(element_shape=tf.constant(-1, shape.dtype),
+                                     element_dtype=dtype, **{size_arg: size})
         return getattr(_R, kind)(element_shape=_prepend_n(ctx, shape), element_dtype=dtype,
                                  **{size_arg: size})
     if dtype == tf.variant:
@@ -440,7 +442,8 @@ def convert_pop_back(ctx):
         handle = stack_list(ctx, ctx.inputs[0], dtype)
     except ValueError as err:
         raise _Decline(str(err)) from None
-    if dtype == tf.variant:  # a list of lists: the item is a stacked list
+    if dtype == tf.variant and not _encodings(ctx.op.outputs[1]):
+        # a list of lists: the item is a stacked list
         out, item = ctx.emit(handle, shape)
         return [Stacked(tensor=out), Stacked(tensor=item)]
     out, item = ctx.emit(handle, _prepend_n(ctx, shape))
@@ -540,6 +543,19 @@ def convert_split(ctx):
     with tf.control_dependencies([check]):
         _, out = tf.while_loop(lambda t, _: t < count, body, (tf.constant(0), out))
     return Stacked(tensor=out)
+
+
+def _encodings(item) -> bool:
+    """Whether a variant item read from a list holds values (ragged encodings, stacked
+    as ``[n]`` like other values: what ``tf.map_fn``'s gradient pops), not a list."""
+    users, pending = [], [item]
+    while pending:
+        for op in pending.pop().consumers():
+            if op.type == "Identity":
+                pending.append(op.outputs[0])
+            else:
+                users.append(op.type)
+    return bool(users) and all(u in ("ZerosLike", "RaggedTensorFromVariant") for u in users)
 
 
 def _is_optional(tensor) -> bool:

@@ -40,19 +40,23 @@ def _flat(padded, counts):
 
 
 def convert_to_variant(ctx):
-    """RaggedTensorToVariant of one ragged value per iteration (``batched_input`` False)."""
-    if ctx.attr("batched_input"):
-        return ctx.decline("batched_input: a variant per row of each iteration")
+    """RaggedTensorToVariant of one ragged value per iteration (``batched_input``
+    False), or of each row of it (True: what the gradient of a decoding makes; every
+    iteration must have as many rows, then the rows of all iterations, one after the
+    other, are encoded together)."""
+    batched = ctx.attr("batched_input")
     if ctx.compiled:
         return ctx.decline("ragged encodings have no static size under XLA")
     *splits, values = ctx.inputs
+    if batched and (not splits or is_ragged(splits[0])):
+        return ctx.decline("batched_input: iterations with different numbers of rows")
     padded, counts = _rows(ctx, values)
     row_lengths = []  # of the batched value: the iterations, then each level's rows
     for split in splits:
         bounds, sizes = _rows(ctx, split)
         rows = tf.maximum(sizes - 1, 0)
         row_lengths.append(_flat(bounds[:, 1:] - bounds[:, :-1], rows))
-        if len(row_lengths) == 1:
+        if len(row_lengths) == 1 and not batched:
             row_lengths.insert(0, rows)
     if not splits:
         row_lengths.append(counts)
@@ -61,6 +65,8 @@ def convert_to_variant(ctx):
               for r in row_lengths]
     encoded = tf.raw_ops.RaggedTensorToVariant(
         rt_nested_splits=nested, rt_dense_values=_flat(padded, counts), batched_input=True)
+    if batched:  # [n * rows] -> [n, rows]
+        encoded = tf.reshape(encoded, tf.stack([ctx.n, tf.shape(splits[0].tensor)[1] - 1]))
     return Stacked(tensor=encoded)
 
 
@@ -102,7 +108,41 @@ def convert_from_variant(ctx):
     return outs
 
 
+def convert_to_variant_gradient(ctx):
+    """RaggedTensorToVariantGradient of one encoded gradient per iteration, for
+    encodings of dense values (ragged rank 0, the row-splits input a scalar): all
+    decoded together, each iteration's values cut out of them."""
+    if ctx.compiled:
+        return ctx.decline("ragged decodings have no static size under XLA")
+    if ctx.inputs[1].is_stacked or ctx.op.inputs[1].shape.rank != 0:
+        return ctx.decline("the encodings of a ragged tensor (row splits given)")
+    values_shape = ctx.output_shapes[0]
+    if values_shape.rank is None or not values_shape[1:].is_fully_defined():
+        return ctx.decline("the dense values' inner dimensions are not static")
+    decoded = tf.raw_ops.RaggedTensorFromVariant(
+        encoded_ragged=ctx.stacked(0), input_ragged_rank=0, output_ragged_rank=1,
+        Tvalues=ctx.attr("Tvalues"), Tsplits=ctx.attr("Tsplits"))
+    values = decoded.output_dense_values
+    values.set_shape(tf.TensorShape([None]).concatenate(values_shape[1:]))
+    splits = decoded.output_nested_splits[0]
+    begin, count = splits[:-1], splits[1:] - splits[:-1]
+    return _pieces(values, begin, count, uniform=_uniform(ctx, 0))
+
+
+def convert_zeros_like_encodings(ctx):
+    """ZerosLike of stacked ragged encodings (``[n]`` variants, what the gradient of a
+    ``tf.map_fn`` with a ragged output makes): the kernel takes one variant at a time,
+    so it runs per iteration."""
+    encoded = ctx.inputs[0].tensor
+    if encoded.dtype != tf.variant or encoded.shape.rank != 1:
+        return ctx.decline("not a vector of ragged encodings")
+    zeros = tf.map_fn(tf.zeros_like, encoded, fn_output_signature=tf.TensorSpec([], tf.variant))
+    return Stacked(tensor=zeros)
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
+    registry.add("ZerosLike", convert_zeros_like_encodings, inputs="S", priority=10, narrow=True)
+    registry.add("RaggedTensorToVariantGradient", convert_to_variant_gradient, inputs="S**")
     registry.add("RaggedTensorToVariant", convert_to_variant, inputs="?...")
     registry.add("RaggedTensorFromVariant", convert_from_variant, inputs="S")

@@ -1,0 +1,367 @@
+"""Tensor lists whose items differ in shape between iterations (ragged items).
+
+A step of a loop in the body may push or write a value whose shape differs between
+iterations (a ``Ragged`` value: a boolean_mask, ``x[:n_i]``), e.g. into the accumulator
+in which a while loop keeps an intermediate for its gradient. Such a list becomes a
+``RaggedList``: the stacked list of the items' padded tensors (elements ``[n, ...]``,
+each item padded to its own largest extent, zero padding as ``Ragged`` promises) and,
+beside it, a stacked list of the items' per-iteration shapes (elements int32
+``[n, rank]``), updated together. Reads give ``Ragged`` values again. A while loop
+carries both lists as one variable (loops.py); a ``RaggedList`` has no plain stacked
+form, so list ops without a converter here decline and the fallback refuses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from pfor_core.extend import Decline, Invariant, Ragged, Stacked, View
+from pfor_controlflow.tensor_lists import _element_dtype, _summed_dtype, stack_list
+
+_R = tf.raw_ops
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RaggedList(View):
+    """A stacked list of items whose shape differs between iterations: ``tensor`` is
+    the list of padded items (``[n, ...]``), ``shapes`` the list of their shapes
+    (int32 ``[n, rank]``), ``rank`` the items' per-iteration rank."""
+
+    shapes: tf.Tensor
+    rank: int
+
+    def materialize(self):
+        return Decline("a tensor list whose items differ in shape between iterations has "
+                       "no stacked form")
+
+    def again(self, handle, shapes) -> "RaggedList":
+        return RaggedList(tensor=handle, shapes=shapes, rank=self.rank)
+
+    def pair(self) -> tuple:
+        """What a while loop carries for it."""
+        return (self.tensor, self.shapes)
+
+    def stand_in(self, original=None, n_static=None) -> "RaggedList":  # pylint: disable=unused-argument
+        """A placeholder of this layout (trial conversions, loop-variable stand-ins)."""
+        return placeholder(self.rank)
+
+
+def placeholder(rank: int) -> RaggedList:
+    return RaggedList(tensor=tf.raw_ops.Placeholder(dtype=tf.variant, shape=[]),
+                      shapes=tf.raw_ops.Placeholder(dtype=tf.variant, shape=[]), rank=rank)
+
+
+def from_pair(pair, rank: int) -> RaggedList:
+    return RaggedList(tensor=pair[0], shapes=pair[1], rank=rank)
+
+
+# -- helpers --------------------------------------------------------------------------------
+def _n(ctx) -> tf.Tensor:
+    return tf.reshape(tf.cast(ctx.n, tf.int32), [1])
+
+
+def _shapes_element(ctx, rank: int) -> tf.Tensor:
+    return tf.concat([_n(ctx), [rank]], 0)
+
+
+def _item(ctx, value) -> tuple[tf.Tensor, tf.Tensor]:
+    """An item to store: its padded tensor and its shapes ``[n, rank]``."""
+    if isinstance(value, Ragged):
+        return value.padded, value.shapes()
+    tensor = ctx.stack(value)
+    per = tf.shape(tensor, out_type=tf.int32)[1:]
+    return tensor, tf.tile(per[None], tf.concat([_n(ctx), [1]], 0))
+
+
+def _rank_of(value) -> int:
+    rank = value.rank if isinstance(value, Ragged) else value.shape.rank
+    if rank is None:
+        raise Decline("an item of unknown rank")
+    return rank
+
+
+def as_ragged_list(ctx, value, rank: int, dtype) -> RaggedList:
+    """A list layout value (invariant, stacked or ragged) as a ``RaggedList``: a plain
+    list gets a list of its items' shapes (each item whole in every iteration).
+    ``dtype``: the items' dtype (None: from the list's handle)."""
+    if isinstance(value, RaggedList):
+        if value.rank != rank:
+            raise Decline(f"items of rank {rank} in a list of items of rank {value.rank}")
+        return value
+    if type(value) not in (Stacked, Invariant):  # e.g. rows holding their own lengths
+        raise Decline(f"a tensor list held as {type(value).__name__}")
+    try:
+        handle = stack_list(ctx, value, dtype)
+        dtype = dtype or _element_dtype(handle)
+    except ValueError as err:
+        raise Decline(str(err)) from None
+    return RaggedList(tensor=handle, shapes=_shapes_list(ctx, handle, rank, dtype), rank=rank)
+
+
+def _shapes_list(ctx, handle, rank, dtype) -> tf.Tensor:
+    """The list of the shapes of the items of the plain stacked list ``handle``."""
+    element = _shapes_element(ctx, rank)
+    kind = getattr(getattr(handle, "op", None), "type", None)
+    if kind == "TensorListReserve":  # unset items read as zero shapes, as they are unset
+        return _R.TensorListReserve(element_shape=element, num_elements=handle.op.inputs[1],
+                                    element_dtype=tf.int32)
+    if kind == "EmptyTensorList":
+        return _R.EmptyTensorList(element_shape=element, max_num_elements=handle.op.inputs[1],
+                                  element_dtype=tf.int32)
+    length = _R.TensorListLength(input_handle=handle)
+    shapes = _R.TensorListReserve(element_shape=element, num_elements=length,
+                                  element_dtype=tf.int32)
+
+    def body(t, shapes):
+        item = _R.TensorListGetItem(input_handle=handle, index=t, element_shape=-1,
+                                    element_dtype=dtype)
+        per = tf.shape(item, out_type=tf.int32)[1:]
+        whole = tf.tile(per[None], tf.concat([_n(ctx), [1]], 0))
+        return t + 1, _R.TensorListSetItem(input_handle=shapes, index=t, item=whole)
+
+    return tf.while_loop(lambda t, _: t < length, body, (tf.constant(0), shapes))[1]
+
+
+def _read(ctx, padded, sizes, rank, original):
+    """A read item as a layout value: ragged along the dimensions the body does not
+    know statically."""
+    static = original.shape
+    padded.set_shape(ctx.stacked_shape(static) if static.rank == rank
+                     else [ctx.n_static] + [None] * rank)
+    sizes.set_shape([ctx.n_static, rank])
+    varying = [d for d in range(rank) if static.rank is None or static[d] is None]
+    if not varying:
+        padded.set_shape(ctx.stacked_shape(static))
+        return Stacked(tensor=padded)
+    return Ragged(padded=padded, lengths=tuple(sizes[:, d] if d in varying else None
+                                               for d in range(rank)))
+
+
+def _ragged_list(ctx, k=0) -> RaggedList:
+    value = ctx.inputs[k]
+    if not isinstance(value, RaggedList):
+        raise Decline("not a list of items whose shape differs between iterations")
+    return value
+
+
+def _invariant(ctx, k, what):
+    if ctx.inputs[k].is_stacked:
+        raise Decline(f"a per-iteration {what}")
+    return ctx.inputs[k].tensor
+
+
+# -- converters -----------------------------------------------------------------------------
+def convert_ragged_push_back(ctx):
+    """Pushes the item's padded tensor and its shapes."""
+    item = ctx.inputs[1]
+    if not isinstance(item, Ragged) and not isinstance(ctx.inputs[0], RaggedList):
+        raise Decline("neither a ragged item nor a list of ragged items")
+    dtype = ctx.attr("element_dtype")
+    if dtype == tf.variant:
+        raise Decline("a list of lists")
+    value = as_ragged_list(ctx, ctx.inputs[0], _rank_of(item), dtype)
+    padded, sizes = _item(ctx, item)
+    return value.again(_R.TensorListPushBack(input_handle=value.tensor, tensor=padded),
+                       _R.TensorListPushBack(input_handle=value.shapes, tensor=sizes))
+
+
+def convert_ragged_pop_back(ctx):
+    value = _ragged_list(ctx)
+    _invariant(ctx, 1, "element shape")
+    handle, padded = _R.TensorListPopBack(input_handle=value.tensor, element_shape=-1,
+                                          element_dtype=ctx.attr("element_dtype"))
+    shapes, sizes = _R.TensorListPopBack(input_handle=value.shapes,
+                                         element_shape=_shapes_element(ctx, value.rank),
+                                         element_dtype=tf.int32)
+    return [value.again(handle, shapes),
+            _read(ctx, padded, sizes, value.rank, ctx.op.outputs[1])]
+
+
+def convert_ragged_set_item(ctx):
+    item = ctx.inputs[2]
+    if not isinstance(item, Ragged) and not isinstance(ctx.inputs[0], RaggedList):
+        raise Decline("neither a ragged item nor a list of ragged items")
+    index = _invariant(ctx, 1, "index")
+    dtype = ctx.attr("element_dtype")
+    if dtype == tf.variant:
+        raise Decline("a list of lists")
+    value = as_ragged_list(ctx, ctx.inputs[0], _rank_of(item), dtype)
+    padded, sizes = _item(ctx, item)
+    resize = ctx.attr("resize_if_index_out_of_bounds")
+    return value.again(
+        _R.TensorListSetItem(input_handle=value.tensor, index=index, item=padded,
+                             resize_if_index_out_of_bounds=resize),
+        _R.TensorListSetItem(input_handle=value.shapes, index=index, item=sizes,
+                             resize_if_index_out_of_bounds=resize))
+
+
+def convert_ragged_get_item(ctx):
+    value = _ragged_list(ctx)
+    index = _invariant(ctx, 1, "index")
+    # The element shape (per iteration here: a gradient passes the shape of a ragged
+    # item) only shapes an unset item: the items of such a list are all set.
+    padded = _R.TensorListGetItem(input_handle=value.tensor, index=index, element_shape=-1,
+                                  element_dtype=ctx.attr("element_dtype"))
+    sizes = _R.TensorListGetItem(input_handle=value.shapes, index=index,
+                                 element_shape=_shapes_element(ctx, value.rank),
+                                 element_dtype=tf.int32)
+    return _read(ctx, padded, sizes, value.rank, ctx.op.outputs[0])
+
+
+def convert_ragged_stack(ctx):
+    """Every iteration's items must agree in shape (the loop's TensorListStack fails
+    otherwise): the items, padded to the largest, stacked along a new axis 1."""
+    value = _ragged_list(ctx)
+    _invariant(ctx, 1, "element shape")
+    dtype, rank = ctx.attr("element_dtype"), value.rank
+    element = _shapes_element(ctx, rank)
+    shapes = _R.TensorListStack(input_handle=value.shapes, element_shape=element,
+                                element_dtype=tf.int32)  # [T, n, rank]
+    none = tf.zeros(tf.concat([[1], tf.shape(shapes)[1:]], 0), tf.int32)
+    sizes = tf.reduce_max(tf.concat([shapes, none], 0), axis=0)  # [n, rank]
+    agree = tf.reduce_all(tf.equal(shapes, sizes[None]))
+    largest = _largest(sizes, rank)
+    count = _R.TensorListLength(input_handle=value.tensor)
+    whole = tf.concat([_n(ctx), largest], 0)
+    padded = _R.TensorListReserve(element_shape=whole, num_elements=count, element_dtype=dtype)
+
+    def body(t, padded):
+        item = _R.TensorListGetItem(input_handle=value.tensor, index=t, element_shape=-1,
+                                    element_dtype=dtype)
+        grow = whole - tf.shape(item, out_type=tf.int32)
+        item = tf.pad(item, tf.stack([tf.zeros_like(grow), grow], 1))
+        return t + 1, _R.TensorListSetItem(input_handle=padded, index=t, item=item)
+
+    padded = tf.while_loop(lambda t, _: t < count, body, (tf.constant(0), padded))[1]
+    items = _R.TensorListStack(input_handle=padded, element_shape=whole, element_dtype=dtype)
+    items = ctx.check(agree, "an iteration's tensor list holds items of different sizes, "
+                      "which do not stack into one tensor", tensor=items)
+    perm = [1, 0] + list(range(2, rank + 2))
+    items = tf.transpose(items, perm)  # [n, T, ...]
+    items.set_shape([ctx.n_static] + [None] * (rank + 1))
+    original = ctx.op.outputs[0].shape
+    varying = [d for d in range(rank)
+               if original.rank is None or original[d + 1] is None]
+    if not varying:
+        return Stacked(tensor=items)
+    # The number of items, where the body does not know it, as a size of each
+    # iteration too (ragged converters then meet values made from its shape alike).
+    counts = None if original.rank is not None and original[0] is not None else tf.fill(
+        tf.shape(sizes)[:1], count)
+    return Ragged(padded=items, lengths=(counts,) + tuple(
+        sizes[:, d] if d in varying else None for d in range(rank)))
+
+
+def convert_ragged_from_tensor(ctx):
+    """A ragged tensor ``[T, ...]`` (ragged inside its items; T must be the same in
+    every iteration, as a stacked list holds one number of items) as a list of T
+    ragged items."""
+    value = ctx.inputs[0]
+    _invariant(ctx, 1, "element shape")
+    rank = value.rank - 1
+    padded = value.padded
+    if value.lengths[0] is not None:
+        counts = value.lengths[0]
+        count = tf.concat([counts, [0]], 0)[0]
+        padded = ctx.check(tf.reduce_all(tf.equal(counts, count)), (
+            "iterations would hold tensor lists of different lengths, which pfor does "
+            "not support (pad the tensor to one length)"), tensor=padded[:, :count])
+    items = tf.transpose(padded, [1, 0] + list(range(2, rank + 2)))  # [T, n, ...]
+    shapes = value.shapes()[:, 1:]  # [n, rank]
+    count = tf.shape(items, out_type=tf.int32)[:1]
+    every = tf.broadcast_to(shapes[None], tf.concat([count, tf.shape(shapes)], 0))
+    return RaggedList(
+        tensor=_R.TensorListFromTensor(tensor=items, element_shape=-1),
+        shapes=_R.TensorListFromTensor(tensor=every,
+                                       element_shape=_shapes_element(ctx, rank)),
+        rank=rank)
+
+
+def convert_ragged_element_shape(ctx):
+    """The element shape the list was made with (the same in every iteration)."""
+    value = _ragged_list(ctx)
+    shape = _R.TensorListElementShape(input_handle=value.tensor,
+                                      shape_type=ctx.attr("shape_type"))
+    return Invariant(tensor=shape[1:])
+
+
+def convert_ragged_add_lists(ctx):
+    """AddN of tensor lists (gradients of list reads add up) of which some hold ragged
+    items: item by item, every list's item padded to the largest and added (an unset
+    item reads as zeros of size 0); the sizes are the largest of each item's."""
+    if ctx.op.outputs[0].dtype != tf.variant or not any(
+            isinstance(v, RaggedList) for v in ctx.inputs):
+        raise Decline("no tensor list of ragged items")
+    rank = next(v.rank for v in ctx.inputs if isinstance(v, RaggedList))
+    dtype = _summed_dtype(ctx)
+    if dtype is None:
+        raise Decline("the lists' element dtype is not known here")
+    lists = [as_ragged_list(ctx, v, rank, dtype) for v in ctx.inputs]
+    count = _R.TensorListLength(input_handle=lists[0].tensor)
+    element = _shapes_element(ctx, rank)
+    data = _R.TensorListReserve(element_shape=-1, num_elements=count, element_dtype=dtype)
+    shapes = _R.TensorListReserve(element_shape=element, num_elements=count,
+                                  element_dtype=tf.int32)
+
+    def body(t, data, shapes):
+        sizes = [_R.TensorListGetItem(input_handle=v.shapes, index=t, element_shape=element,
+                                      element_dtype=tf.int32) for v in lists]
+        items = [_R.TensorListGetItem(  # an unset item: zeros of its (zero) sizes
+            input_handle=v.tensor, index=t, element_dtype=dtype,
+            element_shape=tf.concat([_n(ctx), _largest(size, rank)], 0))
+            for v, size in zip(lists, sizes)]
+        whole = tf.concat([_n(ctx), _largest(tf.concat(sizes, 0), rank)], 0)
+        total = tf.add_n([tf.pad(item, tf.stack([tf.zeros_like(whole),
+                                                 whole - tf.shape(item, out_type=tf.int32)], 1))
+                          for item in items])
+        size = tf.reduce_max(tf.stack(sizes), axis=0)
+        return (t + 1, _R.TensorListSetItem(input_handle=data, index=t, item=total),
+                _R.TensorListSetItem(input_handle=shapes, index=t, item=size))
+
+    _, data, shapes = tf.while_loop(lambda t, *_: t < count, body,
+                                    (tf.constant(0), data, shapes))
+    return RaggedList(tensor=data, shapes=shapes, rank=rank)
+
+
+def _largest(sizes, rank):
+    """The largest of ``sizes`` ([m, rank]) per dimension (zeros when m is 0)."""
+    return tf.reduce_max(tf.concat([sizes, tf.zeros([1, rank], tf.int32)], 0), axis=0)
+
+
+def convert_ragged_resize(ctx):
+    value = _ragged_list(ctx)
+    size = _invariant(ctx, 1, "list size")
+    return value.again(_R.TensorListResize(input_handle=value.tensor, size=size),
+                       _R.TensorListResize(input_handle=value.shapes, size=size))
+
+
+def convert_ragged_zeros_like(ctx):
+    """Zeros in every item (a gradient of a list that gets none), the sizes kept."""
+    value = _ragged_list(ctx)
+    return value.again(tf.raw_ops.ZerosLike(x=value.tensor), value.shapes)
+
+
+def convert_ragged_length(ctx):
+    value = _ragged_list(ctx)
+    return Invariant(tensor=_R.TensorListLength(input_handle=value.tensor))
+
+
+def register(registry):
+    add = registry.add
+    # Ahead of the plain tensor-list converters (and the loop views') for their own lists.
+    add("TensorListPushBack", convert_ragged_push_back, inputs="*R", priority=20, views=True)
+    add("TensorListPushBack", convert_ragged_push_back, inputs="S*", priority=20, narrow=True)
+    add("TensorListPopBack", convert_ragged_pop_back, inputs="SU", priority=20, narrow=True)
+    add("TensorListSetItem", convert_ragged_set_item, inputs="*UR", priority=20, views=True)
+    add("TensorListSetItem", convert_ragged_set_item, inputs="SU*", priority=20, narrow=True)
+    add("TensorListGetItem", convert_ragged_get_item, inputs="SU*", priority=20, narrow=True)
+    add("TensorListStack", convert_ragged_stack, inputs="SU", priority=20, narrow=True)
+    add("TensorListFromTensor", convert_ragged_from_tensor, inputs="RU", priority=20)
+    add("TensorListLength", convert_ragged_length, inputs="S", priority=20, narrow=True)
+    add("TensorListElementShape", convert_ragged_element_shape, inputs="S", priority=20,
+        narrow=True)
+    add("TensorListResize", convert_ragged_resize, inputs="SU", priority=20, narrow=True)
+    add("ZerosLike", convert_ragged_zeros_like, inputs="S", priority=20, narrow=True)
+    add("AddN", convert_ragged_add_lists, inputs="*...", priority=20, narrow=True)
