@@ -30,6 +30,7 @@ def test_cond_layouts(n, m, stacked_pred, stacked_x, graph):
     testing.assert_matches_loop(body, n, graph=graph)
 
 
+@settings(max_examples=20)  # each example converts and runs a loop (suite time)
 @given(n=st.integers(0, 6), branches=st.integers(1, 4), graph=st.booleans(),
        invariant_index=st.booleans())
 def test_switch_case_several_outputs(n, branches, graph, invariant_index):

@@ -23,6 +23,7 @@ def _strategy(masked):
     return mock.patch.object(masking, "pays", lambda loop: masked)
 
 
+@settings(max_examples=20)  # each example converts and runs a loop (suite time)
 @given(data=st.data(), n=st.integers(0, 6), m=st.integers(1, 3), graph=st.booleans(),
        stacked_trips=st.booleans(), stacked_start=st.booleans(), masked=st.booleans())
 def test_random_trip_counts(data, n, m, graph, stacked_trips, stacked_start, masked):
@@ -46,6 +47,7 @@ def test_random_trip_counts(data, n, m, graph, stacked_trips, stacked_start, mas
         testing.assert_matches_loop(body, n, graph=graph)
 
 
+@settings(max_examples=20)  # each example converts and runs a loop (suite time)
 @given(n=st.integers(0, 5), max_iters=st.integers(0, 4), graph=st.booleans(),
        masked=st.booleans())
 def test_maximum_iterations(n, max_iters, graph, masked):

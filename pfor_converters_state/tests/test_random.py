@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pfor_core as pf
@@ -189,6 +189,7 @@ def _stateless(kind, dtype, shape, seed, lo, hi):
     return tf.raw_ops.StatelessRandomUniformInt(shape=shape, seed=seed, minval=lo, maxval=hi)
 
 
+@settings(max_examples=20)  # each example converts and runs a loop (suite time)
 @given(data=st.data(), kind=st.sampled_from(["v2", "v1"]),
        dtype=st.sampled_from([tf.float32, tf.float64, tf.int32, tf.int64, tf.uint32,
                               tf.uint64]),
@@ -244,6 +245,7 @@ def _stateless_normal(kind, truncated, dtype, shape, seed, key, counter):
     return op(shape=shape, key=key, counter=counter, alg=1, dtype=dtype)
 
 
+@settings(max_examples=15)  # each example converts and runs a loop (suite time)
 @given(kind=st.sampled_from(["v2", "v1", "key_counter"]), truncated=st.booleans(),
        dtype=st.sampled_from([tf.float32, tf.float64, tf.float16, tf.bfloat16]),
        n=st.integers(0, 4), shape=st.sampled_from(NORMAL_SHAPES), graph=st.booleans(),
@@ -301,6 +303,7 @@ def test_stateless_normals_large_draws_mostly_bit_exact(dtype, truncated, kind):
         assert np.abs(got.astype(np.float64)).max() <= 2.0
 
 
+@settings(max_examples=15)  # each example converts and runs a loop (suite time)
 @given(name=st.sampled_from(["half", "gamma", "parameterized"]),
        n=st.integers(0, 4), offset=st.integers(-5, 5))
 def test_stateless_inexact_kinds_fall_back_exactly(name, n, offset):

@@ -61,6 +61,7 @@ def test_shuffle_of_a_scalar_and_error_mode():
         pf.pfor(lambda i: tf.random.shuffle(x), 2, randomness="error")
 
 
+@settings(max_examples=15)  # each example converts and runs a loop (suite time)
 @given(n=st.integers(0, 4), which=st.sampled_from(["min", "max", "both"]),
        dtype=st.sampled_from([tf.int32, tf.int64]), shape=st.lists(st.integers(0, 3), max_size=2),
        graph=st.booleans(), seed=st.integers(0, 2**16))
