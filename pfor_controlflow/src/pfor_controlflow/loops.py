@@ -195,9 +195,6 @@ def convert_while(ctx):
         return _layouts_only(loop, per_iteration)
     if not per_iteration:
         return _run_invariant(loop, parallel)
-    if loop.ragged_lists:
-        return ctx.decline("a tensor list of items whose shape differs between iterations "
-                           "in a loop whose trip count differs per iteration")
     if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
         return ctx.decline("per-iteration trip counts with a resource carried through the loop")
     # Lists carried through such a loop end with per-iteration lengths: stacked.
@@ -206,6 +203,11 @@ def convert_while(ctx):
     if any(l and not s for l, s in zip(lists, loop.stacked)):
         loop.stacked = _find_stacked(loop, [s or l for s, l in zip(loop.stacked, lists)])
     if ctx.compiled or ctx.nested:
+        if loop.ragged_lists:
+            where = "under XLA" if ctx.compiled else "inside an outer pfor"
+            return ctx.decline(f"a loop with per-iteration trip counts {where} runs masked, "
+                               "which does not carry tensor lists of items whose shape "
+                               "differs between iterations")
         repeated = masking.effects(loop.body, loop.cond)
         if repeated:
             return ctx.decline(masking.refusal(
