@@ -106,3 +106,49 @@ def test_a_ragged_list_of_a_per_iteration_loop_refuses_other_reads_clearly():
 
     with pytest.raises(pf.ConversionError, match="different numbers of items"):
         pf.pfor(body, 4, fallback="error")
+
+
+# -- ragged values in a conditional in a loop step, with gradients ---------------------------
+def _cond_gradient(predicate, n=4):
+    x = X[:n, :3]
+
+    def body(i):
+        xi = tf.gather(x, i)
+        with tf.GradientTape() as tape:
+            tape.watch(xi)
+
+            def step(t, total):
+                v = tf.cond(predicate(xi, t),
+                            lambda: tf.reduce_sum(tf.sin(tf.boolean_mask(xi[t], xi[t] > 0))),
+                            lambda: tf.reduce_sum(xi[t] ** 2))
+                return t + 1, total + v
+
+            _, total = tf.while_loop(lambda t, _: t < 3, step, (0, 0.))
+        return tape.gradient(total, xi)
+    return body
+
+
+@pytest.mark.parametrize("predicate", [
+    pytest.param(lambda xi, t: t > 0, id="invariant"),
+    pytest.param(lambda xi, t: xi[t, 0] > 0, id="per-iteration"),
+])
+def test_gradient_through_a_conditional_with_a_ragged_intermediate(predicate):
+    """The branch's intermediates (a boolean_mask) leave it in an optional for the
+    gradient: padded, with their per-iteration shapes."""
+    ragged_loop.assert_matches_loop(_cond_gradient(predicate), 4)
+
+
+@pytest.mark.parametrize("invariant", [False, True])
+def test_ragged_intermediates_of_a_conditional_outside_a_loop(invariant):
+    x = X[:, 0]
+
+    def body(i):
+        xi = tf.gather(x, i)
+        with tf.GradientTape() as tape:
+            tape.watch(xi)
+            loss = tf.cond(x[0, 0] > 0 if invariant else xi[0] > 0,
+                           lambda: tf.reduce_sum(tf.exp(tf.boolean_mask(xi, xi > -0.5)) ** 2),
+                           lambda: tf.reduce_sum(tf.sin(xi[:2])))
+        return tape.gradient(loss, xi)
+
+    ragged_loop.assert_matches_loop(body, 4)
