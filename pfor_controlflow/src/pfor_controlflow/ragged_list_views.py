@@ -169,7 +169,7 @@ def _per_row(convert):
 
 
 # -- converters -----------------------------------------------------------------------------
-def convert_push_back(ctx):
+def convert_ragged_view_push_back(ctx):
     view = _view(ctx)
     padded, sizes = _merge(view, *_item_of(ctx, view, 1))
     return view.again(_R.TensorListPushBack(input_handle=view.tensor, tensor=padded),
@@ -177,7 +177,7 @@ def convert_push_back(ctx):
 
 
 @_per_row
-def convert_set_item_at_rows(ctx, view):
+def convert_ragged_view_set_item_at_rows(ctx, view):
     """Each row writes its own item (a gradient loop's per-row step number): the
     whole list as one tensor, the rows' items scattered in, made a list again."""
     if not ctx.inputs[1].is_stacked or ctx.attr("resize_if_index_out_of_bounds"):
@@ -198,7 +198,7 @@ def convert_set_item_at_rows(ctx, view):
 
 
 @_per_row
-def convert_get_item_at_rows(ctx, view):
+def convert_ragged_view_get_item_at_rows(ctx, view):
     if not ctx.inputs[1].is_stacked:
         raise Decline("an invariant index")
     at = _stacked_index(ctx, view)
@@ -214,7 +214,7 @@ def _only_returned(tensor) -> bool:
 
 
 @_per_row
-def convert_resize_rows(ctx, view):
+def convert_ragged_view_resize_rows(ctx, view):
     """A resize to a per-row size that the step then returns (a gradient loop
     shrinking the gradient of a list it reads by index): the items past a row's new
     size are left in place, where only a later push or a length would see them, and
@@ -227,7 +227,7 @@ def convert_resize_rows(ctx, view):
                       _R.TensorListResize(input_handle=view.shapes, size=size))
 
 
-def convert_set_item(ctx):
+def convert_ragged_view_set_item(ctx):
     view, index = _view(ctx), _index(ctx)
     padded, sizes = _item_of(ctx, view, 2)
     handle, shapes = view.pair()
@@ -247,7 +247,7 @@ def convert_set_item(ctx):
                       _R.TensorListSetItem(input_handle=shapes, index=index, item=sizes))
 
 
-def convert_get_item(ctx):
+def convert_ragged_view_get_item(ctx):
     view, index = _view(ctx), _index(ctx)
     sizes = _R.TensorListGetItem(input_handle=view.shapes, index=index,
                                  element_shape=_sizes_element(view), element_dtype=tf.int32)
@@ -257,7 +257,7 @@ def convert_get_item(ctx):
     return _read(ctx, _rows(view, padded), _rows(view, sizes), view.rank, ctx.op.outputs[0])
 
 
-def convert_pop_back(ctx):
+def convert_ragged_view_pop_back(ctx):
     view = _view(ctx)
     _index(ctx, 1)  # the element shape
     handle, padded = _R.TensorListPopBack(input_handle=view.tensor, element_shape=-1,
@@ -269,7 +269,7 @@ def convert_pop_back(ctx):
             _read(ctx, _rows(view, padded), _rows(view, sizes), view.rank, ctx.op.outputs[1])]
 
 
-def convert_length(ctx):
+def convert_ragged_view_length(ctx):
     view = _view(ctx)
     if view.aligned:
         return Invariant(tensor=_R.TensorListLength(input_handle=view.tensor))
@@ -282,11 +282,11 @@ def convert_length(ctx):
 def register(registry):
     # Ahead of the ragged lists' converters (priority 20), which decline views.
     add = registry.add
-    add("TensorListPushBack", convert_push_back, inputs="S?", priority=30, narrow=True)
-    add("TensorListSetItem", convert_set_item, inputs="SU?", priority=30, narrow=True)
-    add("TensorListGetItem", convert_get_item, inputs="SU?", priority=30, narrow=True)
-    add("TensorListPopBack", convert_pop_back, inputs="SU", priority=30, narrow=True)
-    add("TensorListSetItem", convert_set_item_at_rows, inputs="SS?", priority=30, narrow=True)
-    add("TensorListGetItem", convert_get_item_at_rows, inputs="SS?", priority=30, narrow=True)
-    add("TensorListResize", convert_resize_rows, inputs="SS", priority=30, narrow=True)
-    add("TensorListLength", convert_length, inputs="S", priority=30, narrow=True)
+    add("TensorListPushBack", convert_ragged_view_push_back, inputs="S?", priority=30, narrow=True)
+    add("TensorListSetItem", convert_ragged_view_set_item, inputs="SU?", priority=30, narrow=True)
+    add("TensorListGetItem", convert_ragged_view_get_item, inputs="SU?", priority=30, narrow=True)
+    add("TensorListPopBack", convert_ragged_view_pop_back, inputs="SU", priority=30, narrow=True)
+    add("TensorListSetItem", convert_ragged_view_set_item_at_rows, inputs="SS?", priority=30, narrow=True)
+    add("TensorListGetItem", convert_ragged_view_get_item_at_rows, inputs="SS?", priority=30, narrow=True)
+    add("TensorListResize", convert_ragged_view_resize_rows, inputs="SS", priority=30, narrow=True)
+    add("TensorListLength", convert_ragged_view_length, inputs="S", priority=30, narrow=True)
