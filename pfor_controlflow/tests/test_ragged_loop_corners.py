@@ -6,6 +6,8 @@ in chunks)."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import tensorflow as tf
 
 import pfor_core as pf
@@ -152,3 +154,31 @@ def test_ragged_intermediates_of_a_conditional_outside_a_loop(invariant):
         return tape.gradient(loss, xi)
 
     ragged_loop.assert_matches_loop(body, 4)
+
+
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_drawn_steps_and_lengths_through_a_per_iteration_loop_and_its_gradient(data):
+    """Drawn steps per iteration (1 to 4: the concat of no items fails in the loop) and
+    prefix lengths (0 included) of the items a loop with per-iteration trip counts
+    writes, their concat and size after it, and the gradient through them."""
+    n = data.draw(st.integers(1, 4), label="n")
+    steps = tf.constant(data.draw(ragged_loop.lengths_strategy(n, 3), label="steps")) + 1
+    lengths = tf.constant(data.draw(ragged_loop.lengths_strategy(n, 6), label="lengths"))
+
+    def body(i):
+        xi, m = tf.gather(X, i), tf.gather(lengths, i)
+        with tf.GradientTape() as tape:
+            tape.watch(xi)
+            ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False,
+                                element_shape=[None])
+
+            def step(t, ta):
+                return t + 1, ta.write(t, tf.sin(xi[t][:m + t - 1]))
+
+            _, ta = tf.while_loop(lambda t, _: t < tf.gather(steps, i), step, (0, ta))
+            total = tf.reduce_sum(ta.concat() ** 2)
+        grad = tape.gradient(total, xi, unconnected_gradients="zero")
+        return tf.concat([grad[0], [tf.cast(ta.size(), tf.float32), total]], 0)
+
+    ragged_loop.assert_matches_loop(body, n, modes=ragged_loop.modes(data))

@@ -134,10 +134,16 @@ def _merge(view, padded, sizes, old=None, old_sizes=None):
     padded = _pad_to(padded, tf.concat([tf.shape(padded, out_type=tf.int32)[:1], dims], 0))
     if view.rows is not None:
         at = view.rows[:, None]
-        return (tf.tensor_scatter_nd_update(old, at, padded),
-                tf.tensor_scatter_nd_update(old_sizes, at, sizes))
+        return _scatter(old, at, padded), _scatter(old_sizes, at, sizes)
     mask = tf.reshape(view.mask, [-1] + [1] * view.rank)
     return tf.where(mask, padded, old), tf.where(view.mask[:, None], sizes, old_sizes)
+
+
+def _scatter(base, at, updates) -> tf.Tensor:
+    """``tensor_scatter_nd_update``, also where ``base`` has no elements (which the
+    kernel refuses for a nonempty ``at``)."""
+    return tf.cond(tf.size(base) > 0, lambda: tf.tensor_scatter_nd_update(base, at, updates),
+                   lambda: base)
 
 
 def _rows(view, element) -> tf.Tensor:
@@ -191,8 +197,7 @@ def convert_ragged_view_set_item_at_rows(ctx, view):
                       tf.shape(padded, out_type=tf.int32)[1:])
     items = _pad_to(items, tf.concat([tf.shape(items, out_type=tf.int32)[:2], dims], 0))
     padded = _pad_to(padded, tf.concat([tf.shape(padded, out_type=tf.int32)[:1], dims], 0))
-    items = tf.tensor_scatter_nd_update(items, at, padded)
-    shapes = tf.tensor_scatter_nd_update(shapes, at, sizes)
+    items, shapes = _scatter(items, at, padded), _scatter(shapes, at, sizes)
     return view.again(_R.TensorListFromTensor(tensor=items, element_shape=-1),
                       _R.TensorListFromTensor(tensor=shapes, element_shape=_sizes_element(view)))
 
@@ -279,14 +284,24 @@ def convert_ragged_view_length(ctx):
         "iteration there. Keep a counter as a loop variable instead.")
 
 
+def convert_ragged_view_element_shape(ctx):
+    """The element shape the list was made with (the same in every iteration)."""
+    view = _view(ctx)
+    shape = _R.TensorListElementShape(input_handle=view.tensor,
+                                      shape_type=ctx.attr("shape_type"))
+    return Invariant(tensor=shape[1:])
+
+
 def register(registry):
     # Ahead of the ragged lists' converters (priority 20), which decline views.
-    add = registry.add
-    add("TensorListPushBack", convert_ragged_view_push_back, inputs="S?", priority=30, narrow=True)
-    add("TensorListSetItem", convert_ragged_view_set_item, inputs="SU?", priority=30, narrow=True)
-    add("TensorListGetItem", convert_ragged_view_get_item, inputs="SU?", priority=30, narrow=True)
-    add("TensorListPopBack", convert_ragged_view_pop_back, inputs="SU", priority=30, narrow=True)
-    add("TensorListSetItem", convert_ragged_view_set_item_at_rows, inputs="SS?", priority=30, narrow=True)
-    add("TensorListGetItem", convert_ragged_view_get_item_at_rows, inputs="SS?", priority=30, narrow=True)
-    add("TensorListResize", convert_ragged_view_resize_rows, inputs="SS", priority=30, narrow=True)
-    add("TensorListLength", convert_ragged_view_length, inputs="S", priority=30, narrow=True)
+    for op_type, fn, inputs in (
+            ("TensorListPushBack", convert_ragged_view_push_back, "S?"),
+            ("TensorListSetItem", convert_ragged_view_set_item, "SU?"),
+            ("TensorListGetItem", convert_ragged_view_get_item, "SU?"),
+            ("TensorListPopBack", convert_ragged_view_pop_back, "SU"),
+            ("TensorListSetItem", convert_ragged_view_set_item_at_rows, "SS?"),
+            ("TensorListGetItem", convert_ragged_view_get_item_at_rows, "SS?"),
+            ("TensorListResize", convert_ragged_view_resize_rows, "SS"),
+            ("TensorListLength", convert_ragged_view_length, "S"),
+            ("TensorListElementShape", convert_ragged_view_element_shape, "S")):
+        registry.add(op_type, fn, inputs=inputs, priority=30, narrow=True)

@@ -389,8 +389,9 @@ def convert_ragged_resize(ctx):
 
 
 def convert_ragged_zeros_like(ctx):
-    """Zeros in every item (a gradient of a list that gets none), the sizes kept."""
-    value = _ragged_list(ctx)
+    """Zeros in every item (a gradient of a list that gets none), the sizes (and
+    numbers of items) kept."""
+    value = _ragged_list(ctx, counts=True)
     return value.again(tf.raw_ops.ZerosLike(x=value.tensor), value.shapes)
 
 
