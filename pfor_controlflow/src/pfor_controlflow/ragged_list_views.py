@@ -3,11 +3,12 @@ per iteration.
 
 The ragged counterpart of list_views.py: the loop keeps the whole loop's pair of lists
 (padded items ``[N, ...]`` and their shapes ``[N, rank]``, see ragged_lists.py), and
-its body sees them as a ``RaggedListView`` saying which rows it converts (``rows``) or
-whose writes count (``mask``). A write pads the old item and the new rows to a common
-size and scatters the rows in, their shapes beside them; reads gather the rows. After
-the loop each row holds its own number of items (``RaggedList.counts``), pushes at
-the end of its list (``right_aligned``), as list_views.py leaves plain lists.
+its body sees them as a ``RaggedListView`` saying which rows it converts (``rows``). A
+write pads the old item and the new rows to a common size and scatters the rows in,
+their shapes beside them; reads gather the rows. After the loop each row holds its own
+number of items (``RaggedList.counts``), pushes at the end of its list
+(``right_aligned``), as list_views.py leaves plain lists. (The masked loop, which XLA
+and an outer pfor need, does not carry these lists: such a loop declines them.)
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ class RaggedListView(View):
     shapes: tf.Tensor
     rank: int
     width: tf.Tensor
-    rows: tf.Tensor | None = None  # int32 [m]: the rows being converted
-    mask: tf.Tensor | None = None  # bool [width]: the rows whose writes count
+    rows: tf.Tensor  # int32 [m]: the rows being converted
     aligned: bool = False  # the running rows hold as many items as the whole list
 
     def materialize(self):
@@ -47,10 +47,10 @@ class RaggedListView(View):
         return (self.tensor, self.shapes)
 
 
-def view_of(value, width, rows=None, mask=None, aligned=False) -> RaggedListView:
-    """The ``RaggedList`` (or a pair of handles) ``value`` seen by a loop's body."""
+def view_of(value, width, rows, aligned=False) -> RaggedListView:
+    """The ``RaggedList`` ``value`` seen by a conversion of its ``rows``."""
     return RaggedListView(tensor=value.tensor, shapes=value.shapes, rank=value.rank,
-                          width=width, rows=rows, mask=mask, aligned=aligned)
+                          width=width, rows=rows, aligned=aligned)
 
 
 def result(handle, shapes, rank, *, lengths, change, pushed, n) -> RaggedList:
@@ -97,9 +97,7 @@ def _index(ctx, k=1):
 
 def _stacked_index(ctx, view, k=1):
     """A per-iteration index: every row's ``[item, row]`` in the whole list."""
-    index = tf.cast(ctx.stacked(k), tf.int32)
-    rows = view.rows if view.rows is not None else tf.range(tf.size(view.mask))
-    return tf.stack([index, rows], 1)
+    return tf.stack([tf.cast(ctx.stacked(k), tf.int32), view.rows], 1)
 
 
 def _all_items(ctx, view):
@@ -132,11 +130,8 @@ def _merge(view, padded, sizes, old=None, old_sizes=None):
                       tf.shape(padded, out_type=tf.int32)[1:])
     old = _pad_to(old, tf.concat([_whole(view), dims], 0))
     padded = _pad_to(padded, tf.concat([tf.shape(padded, out_type=tf.int32)[:1], dims], 0))
-    if view.rows is not None:
-        at = view.rows[:, None]
-        return _scatter(old, at, padded), _scatter(old_sizes, at, sizes)
-    mask = tf.reshape(view.mask, [-1] + [1] * view.rank)
-    return tf.where(mask, padded, old), tf.where(view.mask[:, None], sizes, old_sizes)
+    at = view.rows[:, None]
+    return _scatter(old, at, padded), _scatter(old_sizes, at, sizes)
 
 
 def _scatter(base, at, updates) -> tf.Tensor:
@@ -147,7 +142,7 @@ def _scatter(base, at, updates) -> tf.Tensor:
 
 
 def _rows(view, element) -> tf.Tensor:
-    return element if view.rows is None else tf.gather(element, view.rows)
+    return tf.gather(element, view.rows)
 
 
 def _item_of(ctx, view, k):
@@ -190,8 +185,6 @@ def convert_ragged_view_set_item_at_rows(ctx, view):
         raise Decline("an invariant index, or a write that may grow the list")
     at = _stacked_index(ctx, view)
     padded, sizes = _item_of(ctx, view, 2)
-    if view.mask is not None:  # only the rows whose writes count
-        at, padded, sizes = (tf.boolean_mask(t, view.mask) for t in (at, padded, sizes))
     items, shapes = _all_items(ctx, view)
     dims = tf.maximum(tf.shape(items, out_type=tf.int32)[2:],
                       tf.shape(padded, out_type=tf.int32)[1:])

@@ -86,16 +86,15 @@ def _effects(converted, check):
     return converted.side_effects + check.side_effects
 
 
-def _list_view(loop, kinds, k, value, **where):
+def _list_view(loop, kinds, k, value, rows):
     """Tensor list ``k`` (a handle, the pair of a list of ragged items, or a layout
-    value) as the body of the loop sees it: over the rows or mask ``where`` says."""
+    value) as the body of the loop sees it when it converts ``rows``."""
     if isinstance(value, tuple):
         value = ragged_lists.from_pair(value, loop.ragged_lists[k])
     if isinstance(value, ragged_lists.RaggedList):
-        return ragged_list_views.view_of(value, loop.ctx.n, aligned=k in kinds.aligned,
-                                         **where)
+        return ragged_list_views.view_of(value, loop.ctx.n, rows, aligned=k in kinds.aligned)
     handle = value if isinstance(value, tf.Tensor) else value.tensor
-    return ListView(tensor=handle, width=loop.ctx.n, aligned=k in kinds.aligned, **where)
+    return ListView(tensor=handle, width=loop.ctx.n, rows=rows, aligned=k in kinds.aligned)
 
 
 def _list_carry(loop, converted, k):
@@ -167,13 +166,13 @@ def run_subset(loop, parallel):
     finished = _Finished(loop, kinds)
 
     def layouts(rows, carry, lists, changing):
-        values = [_list_view(loop, kinds, k, v, rows=rows)
+        values = [_list_view(loop, kinds, k, v, rows)
                   if v.is_stacked and v.dtype == tf.variant else v
                   for k, v in enumerate(loop.inputs)]
         for k, value in zip(kinds.rows + kinds.outside, carry):
             values[k] = Stacked(tensor=value)
         for k, handle in zip(kinds.lists, lists):
-            values[k] = _list_view(loop, kinds, k, handle, rows=rows)
+            values[k] = _list_view(loop, kinds, k, handle, rows)
         for k, value in zip(kinds.changing, changing):
             values[k] = Invariant(tensor=value)
         for k in deferred:
