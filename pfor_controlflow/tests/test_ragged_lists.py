@@ -196,24 +196,6 @@ def test_gradient_through_a_while_loop_of_prefixes(lengths):
     ragged_loop.assert_matches_loop(_while_gradient(make_step), len(lengths))
 
 
-def test_a_loop_with_per_iteration_trip_counts_refuses_ragged_items_clearly():
-    x, ns = _x(4), tf.constant([2, 0, 3, 1])
-
-    def body(i):
-        xi = tf.gather(x, i)
-
-        def step(t, ta):
-            return t + 1, ta.write(t, tf.boolean_mask(xi[t], xi[t] > 0))
-
-        array = tf.TensorArray(tf.float32, size=STEPS, infer_shape=False, element_shape=[None])
-        _, array = tf.while_loop(lambda t, _: t < tf.gather(ns, i), step, (0, array))
-        return tf.reduce_sum(array.read(0))
-
-    with pytest.raises(pf.ConversionError, match="shape differs between iterations in a "
-                       "loop whose trip count differs"):
-        pf.pfor(body, 4, fallback="loop")
-
-
 def test_ragged_items_written_in_a_conditional():
     """A branch writes a ragged item, the other a dense one: the list leaves the
     conditional with its items' shapes (sizes and minima read them)."""

@@ -66,16 +66,18 @@ def convert_invariant_selector(ctx):
                 stand_in(t, s, ctx.n_static)
                 for k, (t, s) in enumerate(zip(ctx.op.outputs, stacked))]
 
-    def out(converted, k):
+    def out(converted, k, graph):
         value = converted.outputs[k]
         if k in ragged:  # a list of ragged items in some branch: in all, as a pair
             return ragged_lists.as_ragged_list(ctx, value, ragged[k], None).pair()
+        if stacked[k] and optionals.is_invariant(value):  # the branch's intermediates
+            return optionals.stacked_form(value, graph, k, ctx.n)
         return converted.stacked(k) if stacked[k] else value.tensor
 
     def branch(graph):
         def run():
             converted = ctx.convert_function(graph, inputs)
-            outs = [out(converted, k) for k in range(len(converted.outputs))]
+            outs = [out(converted, k, graph) for k in range(len(converted.outputs))]
             return with_effects(outs, converted.side_effects)
         return run
 
@@ -180,7 +182,7 @@ class _Rows:
                 value.set_shape(self.ctx.stacked_shape(t.shape))
                 out.append(Stacked(tensor=value))
                 continue
-            pieces = [[next(f) for _ in (spec[0] if spec else ())]
+            pieces = [[next(f) for _ in (optionals.encoded(spec)[0] if spec else ())]
                       for f, spec in zip(flats, specs)]
             out.append(optionals.split(specs, positions, pieces, self.ctx.n))
         return out

@@ -191,14 +191,19 @@ def right_align(handle, lengths, dtype) -> tf.Tensor:
     """The list with each row's ``lengths[j]`` items moved to the end (zeros before)."""
     shape = _R.TensorListElementShape(input_handle=handle, shape_type=tf.int32)
     whole = _R.TensorListStack(input_handle=handle, element_shape=shape, element_dtype=dtype)
+    return _R.TensorListFromTensor(tensor=right_align_items(whole, lengths), element_shape=shape)
+
+
+def right_align_items(whole, lengths) -> tf.Tensor:
+    """The items ``whole`` (``[count, width, ...]``) with each row's ``lengths[j]``
+    items moved to the end (zeros before)."""
     count, width = tf.shape(whole)[0], tf.shape(whole)[1]
     source = tf.range(count)[:, None] - (count - lengths)[None, :]  # [count, width]
     rows = tf.broadcast_to(tf.range(width)[None, :], tf.shape(source))
     moved = tf.gather_nd(whole, tf.stack([tf.maximum(source, 0), rows], -1))
     keep = tf.reshape(source >= 0, tf.concat([tf.shape(source),
                                               tf.ones_like(tf.shape(whole))[2:]], 0))
-    moved = tf.where(keep, moved, tf.zeros_like(moved))
-    return _R.TensorListFromTensor(tensor=moved, element_shape=shape)
+    return tf.where(keep, moved, tf.zeros_like(moved))
 
 
 def register(registry):

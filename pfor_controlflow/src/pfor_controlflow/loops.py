@@ -195,9 +195,6 @@ def convert_while(ctx):
         return _layouts_only(loop, per_iteration)
     if not per_iteration:
         return _run_invariant(loop, parallel)
-    if loop.ragged_lists:
-        return ctx.decline("a tensor list of items whose shape differs between iterations "
-                           "in a loop whose trip count differs per iteration")
     if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
         return ctx.decline("per-iteration trip counts with a resource carried through the loop")
     # Lists carried through such a loop end with per-iteration lengths: stacked.
@@ -206,6 +203,11 @@ def convert_while(ctx):
     if any(l and not s for l, s in zip(lists, loop.stacked)):
         loop.stacked = _find_stacked(loop, [s or l for s, l in zip(loop.stacked, lists)])
     if ctx.compiled or ctx.nested:
+        if loop.ragged_lists:
+            where = "under XLA" if ctx.compiled else "inside an outer pfor"
+            return ctx.decline(f"a loop with per-iteration trip counts {where} runs masked, "
+                               "which does not carry tensor lists of items whose shape "
+                               "differs between iterations")
         repeated = masking.effects(loop.body, loop.cond)
         if repeated:
             return ctx.decline(masking.refusal(
@@ -236,6 +238,12 @@ def _lists_refused(loop, per_iteration):
     a list as a gradient loop pops its accumulators; nothing else keeps each row's
     items where that row's steps look for them."""
     for k, value in enumerate(loop.inputs):
+        if isinstance(value, ragged_lists.RaggedList) and (
+                value.counts is not None or not value.counts_known):
+            refused = _ragged_counts_refused(loop, k, value, per_iteration)
+            if refused:
+                return refused
+            continue
         if not isinstance(value, ListWithLengths):
             continue
         if not (per_iteration and k in loop.carried and value.right_aligned
@@ -244,6 +252,44 @@ def _lists_refused(loop, per_iteration):
                     "by a loop with per-iteration trip counts) enters a loop that does "
                     "more than pop it")
     return None
+
+
+# What a loop may do to a list whose rows hold their own numbers of items where every
+# row's items stay where that row's steps look for them: address items by index.
+_BY_INDEX = frozenset({"Identity", "TensorListSetItem", "TensorListGetItem",
+                       "TensorListResize", "TensorListElementShape"})
+
+
+def _ragged_counts_refused(loop, k, value, per_iteration):
+    """Why a list of ragged items whose rows hold their own numbers of items
+    (ragged_lists.py) cannot enter the loop, or None: the loop may pop it (right-aligned,
+    as a gradient loop pops its accumulators) or address its items by index (left-aligned:
+    a row's item t is at t, as a gradient loop reads the gradient of a concat)."""
+    uses = _list_ops(loop.body, k)
+    if value.right_aligned:
+        if per_iteration and k in loop.carried and length_change(loop.body, k) == "pops":
+            return None
+    elif value.counts_known and uses <= _BY_INDEX:
+        return None
+    return ("a tensor list of ragged items whose iterations hold different numbers of "
+            "items (grown by a loop with per-iteration trip counts) enters a loop that "
+            "does more than read and write it by index or pop it")
+
+
+def _list_ops(body, k) -> set:
+    """The op types that use tensor list ``k`` of ``body`` (through its updates)."""
+    found, pending, seen = set(), [body.inputs[k]], set()
+    while pending:
+        tensor = pending.pop()
+        for op in tensor.consumers():
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            found.add(op.type)
+            if op.type in ("Identity", "TensorListSetItem", "TensorListResize",
+                           "TensorListPushBack", "TensorListPopBack"):
+                pending.append(op.outputs[0])
+    return found
 
 
 def register(registry):

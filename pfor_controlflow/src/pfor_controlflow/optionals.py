@@ -12,6 +12,12 @@ its own part.
 A component that is a tensor list (a while loop's accumulator, when the loop is in a
 branch) has no rows to place: it stays as the branch made it, its rows those of the
 branch in order, which is how the gradient conditional's branch sees them again.
+
+A component whose static shape is not fully known may differ in shape between
+iterations (a ragged value: a boolean_mask in a branch): a stacked optional holds it
+padded, followed by its per-iteration shapes (int32 ``[n, rank]``), whether it is
+ragged or not (``encoded``). Maker and reader see the same static shapes (the
+gradient reads what the branch stored), so both know where the shapes are.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import tensorflow as tf
 
 import dataclasses
 
-from pfor_core.extend import Invariant, Stacked, View
+from pfor_core.extend import Invariant, Ragged, Stacked, View
 
 _R = tf.raw_ops
 
@@ -45,13 +51,62 @@ class SplitOptional(View):
 
     def part(self, b) -> list[tf.Tensor]:
         """Branch ``b``'s components (all rows)."""
-        start = sum(len(p[0]) for p in self.parts[:b] if p is not None)
-        dtypes, shapes = self.parts[b]
-        every = [(d, s) for p in self.parts if p is not None for d, s in zip(*p)]
+        start = sum(len(encoded(p)[0]) for p in self.parts[:b] if p is not None)
+        dtypes, _ = encoded(self.parts[b])
+        every = [(d, s) for p in self.parts if p is not None for d, s in zip(*encoded(p))]
         values = _R.OptionalGetValue(
             optional=self.tensor, output_types=[d for d, _ in every],
             output_shapes=[stacked_shape(d, s) for d, s in every])
         return list(values[start:start + len(dtypes)])
+
+
+def _sized(dtype, shape) -> bool:
+    """Whether a component is held with its per-iteration shapes (see the module
+    docstring)."""
+    return dtype != tf.variant and not tf.TensorShape(shape).is_fully_defined()
+
+
+def encoded(spec) -> tuple[list, list]:
+    """The (dtypes, shapes) a stacked optional holds for components ``spec``: each
+    component, followed by its per-iteration shapes where its static shape is not
+    fully known. Raises ValueError for a component of unknown rank."""
+    dtypes, shapes = [], []
+    for dtype, shape in zip(*spec):
+        shape = tf.TensorShape(shape)
+        dtypes.append(dtype)
+        shapes.append(shape)
+        if _sized(dtype, shape):
+            if shape.rank is None:
+                raise ValueError("an intermediate of unknown rank")
+            dtypes.append(tf.int32)
+            shapes.append(tf.TensorShape([shape.rank]))
+    return dtypes, shapes
+
+
+def encode(value, shape, stack) -> list[tf.Tensor]:
+    """A component's layout value as the stacked tensors an optional holds for it
+    (``shape``: its static shape; ``stack``: a layout value's stacked tensor)."""
+    if isinstance(value, Ragged):
+        return [value.padded, value.shapes()]
+    tensor = stack(value)
+    if not _sized(value.dtype, shape):
+        return [tensor]
+    if tf.TensorShape(shape).rank is None:
+        raise ValueError("an intermediate of unknown rank")
+    dims = tf.shape(tensor, out_type=tf.int32)
+    return [tensor, tf.tile(dims[None, 1:], tf.stack([dims[0], 1]))]
+
+
+def decode(parts, dtype, shape):
+    """The layout value of a component read from the stacked tensors ``parts`` (an
+    iterator) of an optional: ragged along the dimensions not known statically."""
+    tensor = next(parts)
+    if not _sized(dtype, shape):
+        return Stacked(tensor=tensor)
+    sizes = next(parts)
+    shape = tf.TensorShape(shape)
+    return Ragged(padded=tensor, lengths=tuple(
+        sizes[:, d] if shape[d] is None else None for d in range(shape.rank)))
 
 
 def stacked_shape(dtype, shape) -> tf.TensorShape:
@@ -65,6 +120,22 @@ def rows_of(component, positions):
     return component if component.dtype == tf.variant else tf.gather(component, positions)
 
 
+def is_invariant(value) -> bool:
+    """Whether a layout value is an optional the same in every iteration."""
+    return (not value.is_stacked and value.dtype == tf.variant
+            and not isinstance(value.tensor, tf.__internal__.EagerTensor)
+            and _producer(value.tensor).type in ("OptionalNone", "OptionalFromValue"))
+
+
+def stacked_form(value, graph, j, n) -> tf.Tensor:
+    """The invariant optional ``value`` (output ``j`` of ``graph``) as a stacked one
+    (components as ``encoded`` says)."""
+    spec = output_spec(graph, j)
+    if spec is None:
+        return value.tensor  # no value in any row
+    return wrap(components(value, spec, n)).tensor
+
+
 def output_spec(graph, j):
     """(dtypes, shapes) of the components of a branch's optional output ``j``, or
     None for an OptionalNone; raises ValueError for other variants."""
@@ -73,9 +144,9 @@ def output_spec(graph, j):
         return None
     if op.type != "OptionalFromValue":
         raise ValueError(f"output {j} is a variant other than an optional")
-    if not all(t.shape.is_fully_defined() for t in op.inputs):
-        raise ValueError(f"output {j} holds intermediates of no static shape")
-    return [t.dtype for t in op.inputs], [t.shape for t in op.inputs]
+    spec = [t.dtype for t in op.inputs], [t.shape for t in op.inputs]
+    encoded(spec)  # (raises for intermediates of unknown rank)
+    return spec
 
 
 def input_spec(graphs, k):
@@ -94,18 +165,22 @@ def input_spec(graphs, k):
 
 
 def components(value, spec, n) -> list[tf.Tensor]:
-    """The components of an optional layout value as stacked tensors of ``n`` rows."""
+    """The components of an optional layout value as stacked tensors of ``n`` rows,
+    as a stacked optional holds them (``encoded``)."""
+    if value.is_stacked:
+        dtypes, shapes = encoded(spec)
+        return list(_R.OptionalGetValue(
+            optional=value.tensor, output_types=dtypes,
+            output_shapes=[stacked_shape(d, s) for d, s in zip(dtypes, shapes)]))
     dtypes, shapes = spec
-    stacked = value.is_stacked
-    shapes = [stacked_shape(d, s) if stacked else s for d, s in zip(dtypes, shapes)]
-    parts = _R.OptionalGetValue(optional=value.tensor, output_types=dtypes,
-                                output_shapes=shapes)
-    if stacked:
-        return list(parts)
     if tf.variant in dtypes:
         raise ValueError("an invariant tensor list among a branch's intermediates")
-    return [tf.broadcast_to(p[None], tf.concat([tf.reshape(n, [1]), tf.shape(p)], 0))
-            for p in parts]
+    parts = _R.OptionalGetValue(optional=value.tensor, output_types=dtypes,
+                                output_shapes=shapes)
+    rows = tf.reshape(n, [1])
+    return [t for p, d, s in zip(parts, dtypes, shapes) for t in encode(
+        Invariant(tensor=p), s,
+        lambda v: tf.broadcast_to(v.tensor[None], tf.concat([rows, tf.shape(v.tensor)], 0)))]
 
 
 def zeros(spec, n) -> list[tf.Tensor]:
@@ -133,7 +208,11 @@ def none() -> Invariant:
 
 
 def convert_from_value(ctx):
-    return wrap([ctx.stack(v) for v in ctx.inputs])
+    try:
+        return wrap([t for v, c in zip(ctx.inputs, ctx.op.inputs)
+                     for t in encode(v, c.shape, ctx.stack)])
+    except ValueError as err:
+        return ctx.decline(str(err))
 
 
 def convert_get_value(ctx):
@@ -141,6 +220,18 @@ def convert_get_value(ctx):
     if not value.is_stacked:
         return ctx.decline("an invariant optional reads the same in every iteration")
     dtypes, shapes = list(ctx.attr("output_types")), ctx.attr("output_shapes")
+    try:
+        held = encoded((dtypes, shapes))
+    except ValueError as err:
+        return ctx.decline(str(err))
+    if held[0] != dtypes:  # components that may differ in shape between iterations
+        if isinstance(value, SplitOptional):
+            return ctx.decline("the parts of a conditional's intermediates of no static "
+                               "shape read outside it")
+        parts = iter(_R.OptionalGetValue(
+            optional=value.tensor, output_types=held[0],
+            output_shapes=[tf.TensorShape([ctx.n_static]).concatenate(s) for s in held[1]]))
+        return [decode(parts, d, s) for d, s in zip(dtypes, shapes)]
     stacked = [tf.TensorShape(s) if d == tf.variant else
                tf.TensorShape([ctx.n_static]).concatenate(s) for d, s in zip(dtypes, shapes)]
     if isinstance(value, SplitOptional):
@@ -157,5 +248,5 @@ def convert_get_value(ctx):
 
 
 def register(registry):
-    registry.add("OptionalFromValue", convert_from_value)
+    registry.add("OptionalFromValue", convert_from_value, inputs="?...")
     registry.add("OptionalGetValue", convert_get_value, inputs="S", views=True)

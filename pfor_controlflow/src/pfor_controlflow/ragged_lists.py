@@ -9,6 +9,10 @@ beside it, a stacked list of the items' per-iteration shapes (elements int32
 ``[n, rank]``), updated together. Reads give ``Ragged`` values again. A while loop
 carries both lists as one variable (loops.py); a ``RaggedList`` has no plain stacked
 form, so list ops without a converter here decline and the fallback refuses it.
+
+A loop whose trip count differs per iteration leaves each row its own number of items
+(``counts``; at the end of each row's list with ``right_aligned``, as pushes leave
+them for the gradient loop that pops them): reads check or use them.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Invariant, Ragged, Stacked, View
+from pfor_core.extend import ConversionError, Decline, Invariant, Ragged, Stacked, View
 from pfor_controlflow.tensor_lists import _element_dtype, _summed_dtype, stack_list
 
 _R = tf.raw_ops
@@ -27,17 +31,23 @@ _R = tf.raw_ops
 class RaggedList(View):
     """A stacked list of items whose shape differs between iterations: ``tensor`` is
     the list of padded items (``[n, ...]``), ``shapes`` the list of their shapes
-    (int32 ``[n, rank]``), ``rank`` the items' per-iteration rank."""
+    (int32 ``[n, rank]``), ``rank`` the items' per-iteration rank; ``counts`` (int32
+    ``[n]``) each row's number of items where rows hold different numbers (None: all
+    hold all), at the end of each row's list with ``right_aligned``; ``counts_known``
+    is False where a loop shrank the list so that the counts are not tracked."""
 
     shapes: tf.Tensor
     rank: int
+    counts: tf.Tensor | None = None
+    right_aligned: bool = False
+    counts_known: bool = True
 
     def materialize(self):
         return Decline("a tensor list whose items differ in shape between iterations has "
                        "no stacked form")
 
     def again(self, handle, shapes) -> "RaggedList":
-        return RaggedList(tensor=handle, shapes=shapes, rank=self.rank)
+        return dataclasses.replace(self, tensor=handle, shapes=shapes)
 
     def pair(self) -> tuple:
         """What a while loop carries for it."""
@@ -139,11 +149,31 @@ def _read(ctx, padded, sizes, rank, original):
                                                for d in range(rank)))
 
 
-def _ragged_list(ctx, k=0) -> RaggedList:
+def _ragged_list(ctx, k=0, counts=False) -> RaggedList:
+    """Input ``k`` as a ``RaggedList``; ``counts``: whether the converter reads lists
+    whose rows hold their own numbers of items (else such a list is refused)."""
     value = ctx.inputs[k]
     if not isinstance(value, RaggedList):
         raise Decline("not a list of items whose shape differs between iterations")
+    if (value.counts is not None or not value.counts_known) and not counts:
+        raise ConversionError(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' reads a tensor list of items whose shape "
+            "differs between iterations, and whose iterations hold different numbers of "
+            "items (a while loop with per-iteration trip counts grew it); pfor reads such "
+            "a list by concat, size or item, not this way. Read it inside that loop, or "
+            "pad it to a fixed number of items.")
     return value
+
+
+def known_counts(ctx, value: RaggedList):
+    """``value.counts`` (None: every row holds every item); raises where not tracked."""
+    if not value.counts_known:
+        raise ConversionError(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' reads a tensor list of ragged items that "
+            "a while loop with per-iteration trip counts shrank or resized, so its "
+            "iterations hold numbers of items pfor does not track. Read the list inside "
+            "that loop, or keep a count as a loop variable.")
+    return value.counts
 
 
 def _invariant(ctx, k, what):
@@ -198,8 +228,20 @@ def convert_ragged_set_item(ctx):
 
 
 def convert_ragged_get_item(ctx):
-    value = _ragged_list(ctx)
+    value = _ragged_list(ctx, counts=True)
     index = _invariant(ctx, 1, "index")
+    counts = known_counts(ctx, value)
+    if counts is not None:
+        if value.right_aligned:
+            raise Decline("an item of a list whose rows hold their items at its end")
+        # The loop raises for an item past the end of an iteration's list.
+        check = tf.debugging.assert_less(
+            tf.fill(tf.shape(counts), index), counts, message=(
+                f"pfor: {ctx.op_type} '{ctx.op.name}' reads a tensor list item past the "
+                "end of an iteration's list (its iterations hold different numbers of "
+                "items, grown by a while loop with per-iteration trip counts)"))
+        with tf.control_dependencies([check]):
+            index = tf.identity(index)
     # The element shape (per iteration here: a gradient passes the shape of a ragged
     # item) only shapes an unset item: the items of such a list are all set.
     padded = _R.TensorListGetItem(input_handle=value.tensor, index=index, element_shape=-1,
@@ -210,32 +252,41 @@ def convert_ragged_get_item(ctx):
     return _read(ctx, padded, sizes, value.rank, ctx.op.outputs[0])
 
 
-def convert_ragged_stack(ctx):
-    """Every iteration's items must agree in shape (the loop's TensorListStack fails
-    otherwise): the items, padded to the largest, stacked along a new axis 1."""
-    value = _ragged_list(ctx)
-    _invariant(ctx, 1, "element shape")
-    dtype, rank = ctx.attr("element_dtype"), value.rank
+def stack_items(ctx, value, dtype):
+    """Every item of the ``RaggedList`` ``value`` padded to the largest: ``[T, n, ...]``,
+    and their shapes ``[T, n, rank]``."""
+    rank = value.rank
     element = _shapes_element(ctx, rank)
     shapes = _R.TensorListStack(input_handle=value.shapes, element_shape=element,
                                 element_dtype=tf.int32)  # [T, n, rank]
-    none = tf.zeros(tf.concat([[1], tf.shape(shapes)[1:]], 0), tf.int32)
-    sizes = tf.reduce_max(tf.concat([shapes, none], 0), axis=0)  # [n, rank]
-    agree = tf.reduce_all(tf.equal(shapes, sizes[None]))
-    largest = _largest(sizes, rank)
+    largest = _largest(tf.reshape(shapes, [-1, rank]), rank)
     count = _R.TensorListLength(input_handle=value.tensor)
     whole = tf.concat([_n(ctx), largest], 0)
     padded = _R.TensorListReserve(element_shape=whole, num_elements=count, element_dtype=dtype)
 
     def body(t, padded):
-        item = _R.TensorListGetItem(input_handle=value.tensor, index=t, element_shape=-1,
-                                    element_dtype=dtype)
+        item = _R.TensorListGetItem(input_handle=value.tensor, index=t, element_dtype=dtype,
+                                    element_shape=whole)  # (an unset item: zeros)
         grow = whole - tf.shape(item, out_type=tf.int32)
         item = tf.pad(item, tf.stack([tf.zeros_like(grow), grow], 1))
         return t + 1, _R.TensorListSetItem(input_handle=padded, index=t, item=item)
 
     padded = tf.while_loop(lambda t, _: t < count, body, (tf.constant(0), padded))[1]
     items = _R.TensorListStack(input_handle=padded, element_shape=whole, element_dtype=dtype)
+    return items, shapes
+
+
+def convert_ragged_stack(ctx):
+    """Every iteration's items must agree in shape (the loop's TensorListStack fails
+    otherwise): the items, padded to the largest, stacked along a new axis 1."""
+    value = _ragged_list(ctx)
+    _invariant(ctx, 1, "element shape")
+    dtype, rank = ctx.attr("element_dtype"), value.rank
+    items, shapes = stack_items(ctx, value, dtype)
+    count = tf.shape(shapes)[0]
+    none = tf.zeros(tf.concat([[1], tf.shape(shapes)[1:]], 0), tf.int32)
+    sizes = tf.reduce_max(tf.concat([shapes, none], 0), axis=0)  # [n, rank]
+    agree = tf.reduce_all(tf.equal(shapes, sizes[None]))
     items = ctx.check(agree, "an iteration's tensor list holds items of different sizes, "
                       "which do not stack into one tensor", tensor=items)
     perm = [1, 0] + list(range(2, rank + 2))
@@ -281,7 +332,7 @@ def convert_ragged_from_tensor(ctx):
 
 def convert_ragged_element_shape(ctx):
     """The element shape the list was made with (the same in every iteration)."""
-    value = _ragged_list(ctx)
+    value = _ragged_list(ctx, counts=True)
     shape = _R.TensorListElementShape(input_handle=value.tensor,
                                       shape_type=ctx.attr("shape_type"))
     return Invariant(tensor=shape[1:])
@@ -338,14 +389,110 @@ def convert_ragged_resize(ctx):
 
 
 def convert_ragged_zeros_like(ctx):
-    """Zeros in every item (a gradient of a list that gets none), the sizes kept."""
-    value = _ragged_list(ctx)
+    """Zeros in every item (a gradient of a list that gets none), the sizes (and
+    numbers of items) kept."""
+    value = _ragged_list(ctx, counts=True)
     return value.again(tf.raw_ops.ZerosLike(x=value.tensor), value.shapes)
 
 
 def convert_ragged_length(ctx):
-    value = _ragged_list(ctx)
+    value = _ragged_list(ctx, counts=True)
+    counts = known_counts(ctx, value)
+    if counts is not None:
+        return Stacked(tensor=counts)
     return Invariant(tensor=_R.TensorListLength(input_handle=value.tensor))
+
+
+def _own_items(value, count, n) -> tf.Tensor:
+    """Bool ``[T, n]``: which of the ``count`` items are each row's own (all, where
+    every row holds all)."""
+    counts = value.counts
+    if counts is None:
+        return tf.ones(tf.stack([count, n]), tf.bool)
+    positions = tf.range(count)[:, None]
+    if value.right_aligned:
+        return positions >= count - counts[None, :]
+    return positions < counts[None, :]
+
+
+def convert_ragged_concat(ctx):
+    """Per row, its own items joined along their first dimension; the others must
+    agree within the row (the loop's TensorListConcatV2 fails otherwise). Output 1:
+    per row its items' first dimensions, ragged where rows hold different numbers
+    of items."""
+    value = _ragged_list(ctx, counts=True)
+    known_counts(ctx, value)
+    _invariant(ctx, 1, "element shape")
+    _invariant(ctx, 2, "leading dims")
+    dtype, rank = ctx.attr("element_dtype"), value.rank
+    if rank < 1:
+        raise Decline("a list of scalars does not concat")
+    items, shapes = stack_items(ctx, value, dtype)  # [T, n, D0, ...], [T, n, rank]
+    count, n = tf.shape(shapes)[0], tf.shape(shapes)[1]
+    own = _own_items(value, count, n)  # [T, n]
+    firsts = tf.where(own, shapes[:, :, 0], 0)  # [T, n]
+    inner = tf.where(own[:, :, None], shapes[:, :, 1:], 0)
+    widest = tf.reduce_max(tf.concat([inner, tf.zeros_like(inner[:1])], 0), axis=0)  # [n, r-1]
+    agree = tf.reduce_all(tf.logical_or(tf.equal(inner, widest[None]),
+                                        tf.logical_not(own)[:, :, None]))
+    items = ctx.check(agree, "an iteration's tensor list holds items that differ in more "
+                      "than their first dimension, which do not concat", tensor=items)
+    perm = [1, 0] + list(range(2, rank + 2))
+    rows = tf.transpose(items, perm)  # [n, T, D0, ...]
+    keep = tf.range(tf.shape(items)[2])[None, None, :] < tf.transpose(firsts)[:, :, None]
+    values = tf.boolean_mask(rows, keep)  # [sum, D1, ...], row by row, item by item
+    totals = tf.reduce_sum(firsts, axis=0)
+    joined = Ragged.from_row_lengths(values, totals)
+    original = ctx.op.outputs[0].shape
+    lengths = (totals,) + tuple(
+        widest[:, d - 1] if original.rank is None or original[d] is None else None
+        for d in range(1, rank))
+    joined = Ragged(padded=joined.padded, lengths=lengths)
+    firsts = tf.cast(tf.transpose(firsts), tf.int64)  # [n, T]
+    if value.counts is None:
+        return [joined, Stacked(tensor=firsts)]
+    if value.right_aligned:  # each row's own items first
+        source = tf.range(count)[None, :] + (count - value.counts)[:, None]
+        firsts = tf.gather(firsts, tf.minimum(source, count - 1), batch_dims=1)
+    return [joined, Ragged.from_stacked(firsts, [value.counts])]
+
+
+def convert_ragged_split(ctx):
+    """A tensor split along its first dimension into items of per-row lengths (the
+    gradient of a concat): a list of ragged items; where the lengths are ragged (rows
+    of different numbers of items) each row holds its own number."""
+    value, sizes = ctx.inputs[0], ctx.inputs[2]
+    if not isinstance(value, Ragged) and not isinstance(sizes, Ragged):
+        raise Decline("neither a ragged tensor nor ragged lengths")
+    _invariant(ctx, 1, "element shape")
+    if isinstance(value, Ragged):
+        padded, extents = value.padded, value.extents()
+    else:
+        padded = ctx.stack(value)
+        dims = tf.shape(padded, out_type=tf.int32)
+        extents = [tf.fill(dims[:1], dims[1 + d]) for d in range(padded.shape.rank - 1)]
+    rank = padded.shape.rank - 1
+    if rank < 1:
+        raise Decline("a scalar does not split")
+    counts = sizes.lengths[0] if isinstance(sizes, Ragged) else None
+    firsts = tf.cast(sizes.padded if isinstance(sizes, Ragged) else ctx.stack(sizes),
+                     tf.int32)  # [n, T], zero past a row's own items
+    starts = tf.cumsum(firsts, axis=1, exclusive=True)
+    width = tf.reduce_max(tf.concat([tf.reshape(firsts, [-1]), [0]], 0))
+    steps = tf.range(width)
+    inside = steps[None, None, :] < firsts[:, :, None]  # [n, T, W]
+    where = tf.minimum(starts[:, :, None] + steps[None, None, :],
+                       tf.maximum(tf.shape(padded)[1] - 1, 0))
+    items = tf.gather(padded, where, batch_dims=1)  # [n, T, W, D1, ...]
+    items = tf.where(tf.reshape(inside, tf.concat([tf.shape(inside), [1] * (rank - 1)], 0)),
+                     items, tf.zeros([], items.dtype))
+    items = tf.transpose(items, [1, 0] + list(range(2, rank + 2)))  # [T, n, W, ...]
+    whole = tf.transpose(tf.stack([firsts] + [
+        tf.broadcast_to(e[:, None], tf.shape(firsts)) for e in extents[1:]], -1), [1, 0, 2])
+    return RaggedList(
+        tensor=_R.TensorListFromTensor(tensor=items, element_shape=-1),
+        shapes=_R.TensorListFromTensor(tensor=whole, element_shape=_shapes_element(ctx, rank)),
+        rank=rank, counts=counts)
 
 
 def register(registry):
@@ -362,6 +509,8 @@ def register(registry):
     add("TensorListLength", convert_ragged_length, inputs="S", priority=20, narrow=True)
     add("TensorListElementShape", convert_ragged_element_shape, inputs="S", priority=20,
         narrow=True)
+    add("TensorListConcatV2", convert_ragged_concat, inputs="SUU", priority=20, narrow=True)
+    add("TensorListSplit", convert_ragged_split, inputs="R??", priority=20)
     add("TensorListResize", convert_ragged_resize, inputs="SU", priority=20, narrow=True)
     add("ZerosLike", convert_ragged_zeros_like, inputs="S", priority=20, narrow=True)
     add("AddN", convert_ragged_add_lists, inputs="*...", priority=20, narrow=True)

@@ -15,8 +15,8 @@ finished rows.
 
 Either way an invariant variable can end differently per iteration (e.g. the step
 counter): its value when each iteration finishes becomes the loop's stacked output.
-Tensor lists stay whole (see list_views.py) and are right-aligned at the end when the
-body pushes to them.
+Tensor lists stay whole (see list_views.py; lists of ragged items: ragged_list_views.py)
+and are right-aligned at the end when the body pushes to them.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Invariant, Stacked
-from pfor_controlflow import deferred_sums, masking, row_views
+from pfor_controlflow import deferred_sums, masking, ragged_list_views, ragged_lists, row_views
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import select_rows, with_effects
 from pfor_controlflow.list_lengths import ListWithLengths
 from pfor_controlflow.list_views import ListView, right_align
 from pfor_controlflow.loop_vars import (carried_out, length_change, list_out, pushed_by,
-                                        list_dtypes, pushes_per_step,
+                                        list_dtypes, pushes_per_step, ragged_value,
                                         stack_value, starts_empty,
                                         written_shape)
 from pfor_controlflow.row_views import RowView
@@ -49,7 +49,8 @@ class _Kinds:
         self.change = {k: length_change(loop.body, k) for k in self.lists}
         # Lists whose running rows hold as many items as the whole list (list_views.py).
         self.aligned = {k for k, v in enumerate(loop.inputs) if variant[k]
-                        and type(v) in (Stacked, Invariant)
+                        and (type(v) in (Stacked, Invariant) or (
+                            isinstance(v, ragged_lists.RaggedList) and v.counts is None))
                         and self.change.get(k, "same") in ("same", "pushes", "writes")}
         self.changing = [k for k in loop.carried if not loop.stacked[k]]
         # Per-iteration values read from outside the loop: compacted with the rows,
@@ -68,6 +69,7 @@ def _initial(loop, deferred=()):
     # Under XLA a new list needs its element shape before the masked loop reads it.
     shape = (lambda k: written_shape(loop.body, k)) if ctx.compiled else (lambda k: None)
     init = {k: loop.inputs[k] if k in deferred
+            else ragged_value(loop, k, loop.inputs[k]) if k in loop.ragged_lists
             else stack_value(ctx, loop.inputs[k], shape(k), list_dtypes(loop.body, k, ctx.op.inputs[k]))
             if loop.stacked[k]
             else loop.inputs[k].tensor for k in loop.carried}
@@ -82,6 +84,33 @@ def _where(mask):
 
 def _effects(converted, check):
     return converted.side_effects + check.side_effects
+
+
+def _list_view(loop, kinds, k, value, rows):
+    """Tensor list ``k`` (a handle, the pair of a list of ragged items, or a layout
+    value) as the body of the loop sees it when it converts ``rows``."""
+    if isinstance(value, tuple):
+        value = ragged_lists.from_pair(value, loop.ragged_lists[k])
+    if isinstance(value, ragged_lists.RaggedList):
+        return ragged_list_views.view_of(value, loop.ctx.n, rows, aligned=k in kinds.aligned)
+    handle = value if isinstance(value, tf.Tensor) else value.tensor
+    return ListView(tensor=handle, width=loop.ctx.n, rows=rows, aligned=k in kinds.aligned)
+
+
+def _list_carry(loop, converted, k):
+    """What the loop carries for tensor list ``k`` after the converted body."""
+    if k not in loop.ragged_lists:
+        return list_out(converted, k).tensor
+    value = converted.outputs[k]
+    if not isinstance(value, ragged_list_views.RaggedListView):
+        raise RuntimeError(f"loop variable {k}: the body replaced a tensor list carried "
+                           "through a loop with per-iteration trip counts by a new list")
+    return value.pair()
+
+
+def _handle(carried):
+    """The list handle of a carried list (of a pair: its items' list)."""
+    return carried[0] if isinstance(carried, tuple) else carried
 
 
 # -- active subset ------------------------------------------------------------------------
@@ -137,14 +166,13 @@ def run_subset(loop, parallel):
     finished = _Finished(loop, kinds)
 
     def layouts(rows, carry, lists, changing):
-        values = [ListView(tensor=v.tensor, width=ctx.n, rows=rows, aligned=k in kinds.aligned)
+        values = [_list_view(loop, kinds, k, v, rows)
                   if v.is_stacked and v.dtype == tf.variant else v
                   for k, v in enumerate(loop.inputs)]
         for k, value in zip(kinds.rows + kinds.outside, carry):
             values[k] = Stacked(tensor=value)
         for k, handle in zip(kinds.lists, lists):
-            values[k] = ListView(tensor=handle, width=ctx.n, rows=rows,
-                                 aligned=k in kinds.aligned)
+            values[k] = _list_view(loop, kinds, k, handle, rows)
         for k, value in zip(kinds.changing, changing):
             values[k] = Invariant(tensor=value)
         for k in deferred:
@@ -161,7 +189,7 @@ def run_subset(loop, parallel):
                                                      for j in range(len(extra))])
         carry = ([carried_out(loop, converted, k) for k in kinds.rows]
                  + carry[len(kinds.rows):])
-        lists = [list_out(converted, k).tensor for k in kinds.lists]
+        lists = [_list_carry(loop, converted, k) for k in kinds.lists]
         changing = [carried_out(loop, converted, k) for k in kinds.changing]
         check = ctx.convert_function(loop.cond, layouts(rows, carry, lists, changing),
                                      positions=rows)
@@ -173,7 +201,7 @@ def run_subset(loop, parallel):
             [tf.gather(rows, ended)]
             + [tf.gather(v, ended) for v in carry[:len(kinds.rows)]]
             + [tf.broadcast_to(v[None], tf.concat([count, tf.shape(v)], 0)) for v in changing]
-            + [tf.fill(count, _LENGTH(input_handle=h)) for h in lists]))
+            + [tf.fill(count, _LENGTH(input_handle=_handle(h))) for h in lists]))
         # Compact to the rows still running, only in steps where some finished.
         kept = [rows] + carry
         kept = tf.cond(tf.reduce_any(done), lambda: [tf.gather(t, _where(still)) for t in kept],
@@ -184,7 +212,7 @@ def run_subset(loop, parallel):
     shapes = (tf.TensorShape([]), tf.TensorShape([None]),
               [tf.TensorShape([None]).concatenate(loop.body.inputs[k].shape)
                for k in kinds.rows + kinds.outside],
-              [tf.TensorShape([]) for _ in kinds.lists],
+              [loop.shape_of(k) for k in kinds.lists],
               [loop.body.inputs[k].shape for k in kinds.changing],
               [tf.TensorShape([]) for _ in arrays],  # TensorArrays: their flows
               [tf.TensorShape([]) for _ in steps])
@@ -214,9 +242,14 @@ def run_subset(loop, parallel):
     for k in kinds.rows + kinds.changing:
         layouts[k] = Stacked(tensor=stitch(bases[k], next(values), loop.body.inputs[k].shape))
     for k, handle in zip(kinds.lists, lists):
-        lengths = stitch(tf.fill([ctx.n], _LENGTH(input_handle=init[k])), next(values),
-                         tf.TensorShape([]))
+        lengths = stitch(tf.fill([ctx.n], _LENGTH(input_handle=_handle(init[k]))),
+                         next(values), tf.TensorShape([]))
         pushed = pushed_by(loop.body, k)
+        if k in loop.ragged_lists:
+            layouts[k] = ragged_list_views.result(
+                *handle, loop.ragged_lists[k], lengths=lengths, change=kinds.change[k],
+                pushed=pushed, n=ctx.n)
+            continue
         if pushed is not None:  # a stack (e.g. a gradient's accumulator): see list_views
             handle = right_align(handle, lengths, pushed)
         layouts[k] = _list_result(loop, kinds, k, handle, lengths)

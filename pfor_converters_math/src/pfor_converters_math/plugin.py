@@ -13,7 +13,7 @@ MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_op
            "ragged_joining", "ragged_fill", "ragged_reshape", "ragged_grad_sums",
            "ragged_unsorted_segments", "ragged_tensor_ops", "ragged_strings",
            "ragged_variants", "sequences", "histogram", "xla_ops", "sparse_segments",
-           "strings", "allocation", "sparse_to_dense", "products")
+           "strings", "allocation", "sparse_to_dense", "products", "stitches")
 
 
 @hookimpl

@@ -1,0 +1,300 @@
+"""Tensor lists of ragged items carried through a while loop whose trip count differs
+per iteration.
+
+The ragged counterpart of list_views.py: the loop keeps the whole loop's pair of lists
+(padded items ``[N, ...]`` and their shapes ``[N, rank]``, see ragged_lists.py), and
+its body sees them as a ``RaggedListView`` saying which rows it converts (``rows``). A
+write pads the old item and the new rows to a common size and scatters the rows in,
+their shapes beside them; reads gather the rows. After the loop each row holds its own
+number of items (``RaggedList.counts``), pushes at the end of its list
+(``right_aligned``), as list_views.py leaves plain lists. (The masked loop, which XLA
+and an outer pfor need, does not carry these lists: such a loop declines them.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from pfor_core.extend import ConversionError, Decline, Invariant, View
+from pfor_controlflow.list_views import right_align_items
+from pfor_controlflow.ragged_lists import (RaggedList, _item, _largest, _rank_of, _read,
+                                           stack_items)
+
+_R = tf.raw_ops
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RaggedListView(View):
+    """A list of ragged items of ``width`` rows seen by a conversion of some of them:
+    ``tensor`` and ``shapes`` are the whole loop's lists (elements ``[width, ...]``)."""
+
+    shapes: tf.Tensor
+    rank: int
+    width: tf.Tensor
+    rows: tf.Tensor  # int32 [m]: the rows being converted
+    aligned: bool = False  # the running rows hold as many items as the whole list
+
+    def materialize(self):
+        return Decline("a tensor list of items whose shape differs between iterations "
+                       "has no stacked form")
+
+    def again(self, handle, shapes) -> "RaggedListView":
+        return dataclasses.replace(self, tensor=handle, shapes=shapes)
+
+    def pair(self) -> tuple:
+        return (self.tensor, self.shapes)
+
+
+def view_of(value, width, rows, aligned=False) -> RaggedListView:
+    """The ``RaggedList`` ``value`` seen by a conversion of its ``rows``."""
+    return RaggedListView(tensor=value.tensor, shapes=value.shapes, rank=value.rank,
+                          width=width, rows=rows, aligned=aligned)
+
+
+def result(handle, shapes, rank, *, lengths, change, pushed, n) -> RaggedList:
+    """The loop's output for a list of ragged items: ``lengths`` each row's number of
+    items when it finished, right-aligned where the body pushes (``pushed``: the
+    element dtype); ``change`` as ``loop_vars.length_change`` says."""
+    if pushed is not None:
+        handle, shapes = _right_align(handle, shapes, rank, lengths, pushed, n)
+    if change == "same":
+        return RaggedList(tensor=handle, shapes=shapes, rank=rank)
+    return RaggedList(tensor=handle, shapes=shapes, rank=rank, counts=lengths,
+                      right_aligned=pushed is not None,
+                      counts_known=change in ("pushes", "writes"))
+
+
+class _N:
+    """What ``stack_items`` needs of a context: the number of rows."""
+
+    def __init__(self, n):
+        self.n = n
+
+
+def _right_align(handle, shapes, rank, lengths, dtype, n):
+    items, sizes = stack_items(_N(n), RaggedList(tensor=handle, shapes=shapes, rank=rank), dtype)
+    items, sizes = right_align_items(items, lengths), right_align_items(sizes, lengths)
+    element = tf.concat([tf.reshape(tf.cast(n, tf.int32), [1]), [rank]], 0)
+    return (_R.TensorListFromTensor(tensor=items, element_shape=-1),
+            _R.TensorListFromTensor(tensor=sizes, element_shape=element))
+
+
+# -- helpers --------------------------------------------------------------------------------
+def _view(ctx) -> RaggedListView:
+    value = ctx.inputs[0]
+    if not isinstance(value, RaggedListView):
+        raise Decline("not a list of ragged items seen by a loop over some iterations")
+    return value
+
+
+def _index(ctx, k=1):
+    if ctx.inputs[k].is_stacked:
+        raise Decline("a per-iteration index")
+    return ctx.inputs[k].tensor
+
+
+def _stacked_index(ctx, view, k=1):
+    """A per-iteration index: every row's ``[item, row]`` in the whole list."""
+    return tf.stack([tf.cast(ctx.stacked(k), tf.int32), view.rows], 1)
+
+
+def _all_items(ctx, view):
+    """Every item of the whole list padded to the largest ``[T, width, ...]``, and
+    their shapes ``[T, width, rank]``."""
+    value = RaggedList(tensor=view.tensor, shapes=view.shapes, rank=view.rank)
+    return stack_items(_N(view.width), value, ctx.attr("element_dtype"))
+
+
+def _whole(view) -> tf.Tensor:
+    return tf.reshape(tf.cast(view.width, tf.int32), [1])
+
+
+def _sizes_element(view) -> tf.Tensor:
+    return tf.concat([_whole(view), [view.rank]], 0)
+
+
+def _pad_to(tensor, dims) -> tf.Tensor:
+    grow = dims - tf.shape(tensor, out_type=tf.int32)
+    return tf.pad(tensor, tf.stack([tf.zeros_like(grow), grow], 1))
+
+
+def _merge(view, padded, sizes, old=None, old_sizes=None):
+    """Whole elements (item and shapes) holding ``padded``/``sizes`` in the view's
+    rows and ``old``/``old_sizes`` (or zeros) elsewhere."""
+    if old is None:
+        old = tf.zeros(tf.concat([_whole(view), tf.shape(padded)[1:]], 0), padded.dtype)
+        old_sizes = tf.zeros(_sizes_element(view), tf.int32)
+    dims = tf.maximum(tf.shape(old, out_type=tf.int32)[1:],
+                      tf.shape(padded, out_type=tf.int32)[1:])
+    old = _pad_to(old, tf.concat([_whole(view), dims], 0))
+    padded = _pad_to(padded, tf.concat([tf.shape(padded, out_type=tf.int32)[:1], dims], 0))
+    at = view.rows[:, None]
+    return _scatter(old, at, padded), _scatter(old_sizes, at, sizes)
+
+
+def _scatter(base, at, updates) -> tf.Tensor:
+    """``tensor_scatter_nd_update``, also where ``base`` has no elements (which the
+    kernel refuses for a nonempty ``at``)."""
+    return tf.cond(tf.size(base) > 0, lambda: tf.tensor_scatter_nd_update(base, at, updates),
+                   lambda: base)
+
+
+def _rows(view, element) -> tf.Tensor:
+    return tf.gather(element, view.rows)
+
+
+def _item_of(ctx, view, k):
+    item = ctx.inputs[k]
+    if _rank_of(item) != view.rank:
+        raise Decline(f"an item of rank {_rank_of(item)} in a list of items of rank {view.rank}")
+    return _item(ctx, item)
+
+
+def _per_row(convert):
+    """``convert`` (per-row indices or sizes) also for a plain ``RaggedList``: seen as
+    a view of all its rows, and the result a ``RaggedList`` again."""
+    def on_any(ctx):
+        value = ctx.inputs[0]
+        if isinstance(value, RaggedListView):
+            return convert(ctx, value)
+        if not isinstance(value, RaggedList):
+            raise Decline("not a list of ragged items")
+        view = view_of(value, ctx.n, rows=tf.range(tf.cast(ctx.n, tf.int32)))
+        out = convert(ctx, view)
+        return value.again(*out.pair()) if isinstance(out, RaggedListView) else out
+    on_any.__name__, on_any.__qualname__ = convert.__name__, convert.__qualname__
+    on_any.__doc__ = convert.__doc__
+    return on_any
+
+
+# -- converters -----------------------------------------------------------------------------
+def convert_ragged_view_push_back(ctx):
+    view = _view(ctx)
+    padded, sizes = _merge(view, *_item_of(ctx, view, 1))
+    return view.again(_R.TensorListPushBack(input_handle=view.tensor, tensor=padded),
+                      _R.TensorListPushBack(input_handle=view.shapes, tensor=sizes))
+
+
+@_per_row
+def convert_ragged_view_set_item_at_rows(ctx, view):
+    """Each row writes its own item (a gradient loop's per-row step number): the
+    whole list as one tensor, the rows' items scattered in, made a list again."""
+    if not ctx.inputs[1].is_stacked or ctx.attr("resize_if_index_out_of_bounds"):
+        raise Decline("an invariant index, or a write that may grow the list")
+    at = _stacked_index(ctx, view)
+    padded, sizes = _item_of(ctx, view, 2)
+    items, shapes = _all_items(ctx, view)
+    dims = tf.maximum(tf.shape(items, out_type=tf.int32)[2:],
+                      tf.shape(padded, out_type=tf.int32)[1:])
+    items = _pad_to(items, tf.concat([tf.shape(items, out_type=tf.int32)[:2], dims], 0))
+    padded = _pad_to(padded, tf.concat([tf.shape(padded, out_type=tf.int32)[:1], dims], 0))
+    items, shapes = _scatter(items, at, padded), _scatter(shapes, at, sizes)
+    return view.again(_R.TensorListFromTensor(tensor=items, element_shape=-1),
+                      _R.TensorListFromTensor(tensor=shapes, element_shape=_sizes_element(view)))
+
+
+@_per_row
+def convert_ragged_view_get_item_at_rows(ctx, view):
+    if not ctx.inputs[1].is_stacked:
+        raise Decline("an invariant index")
+    at = _stacked_index(ctx, view)
+    items, shapes = _all_items(ctx, view)
+    return _read(ctx, tf.gather_nd(items, at), tf.gather_nd(shapes, at), view.rank,
+                 ctx.op.outputs[0])
+
+
+def _only_returned(tensor) -> bool:
+    """Whether ``tensor`` is only returned by its function (through Identity)."""
+    return all(c.type == "Identity" and _only_returned(c.outputs[0])
+               for c in tensor.consumers())
+
+
+@_per_row
+def convert_ragged_view_resize_rows(ctx, view):
+    """A resize to a per-row size that the step then returns (a gradient loop
+    shrinking the gradient of a list it reads by index): the items past a row's new
+    size are left in place, where only a later push or a length would see them, and
+    the loop's result marks the numbers of items as not tracked."""
+    if not ctx.inputs[1].is_stacked or not _only_returned(ctx.op.outputs[0]):
+        raise Decline("an invariant size, or a resized list read in the step")
+    size = tf.reduce_max(tf.concat([tf.cast(ctx.stacked(1), tf.int32), [0]], 0))
+    size = tf.maximum(size, _R.TensorListLength(input_handle=view.tensor))
+    return view.again(_R.TensorListResize(input_handle=view.tensor, size=size),
+                      _R.TensorListResize(input_handle=view.shapes, size=size))
+
+
+def convert_ragged_view_set_item(ctx):
+    view, index = _view(ctx), _index(ctx)
+    padded, sizes = _item_of(ctx, view, 2)
+    handle, shapes = view.pair()
+    if ctx.attr("resize_if_index_out_of_bounds"):
+        size = tf.maximum(_R.TensorListLength(input_handle=handle), index + 1)
+        handle = _R.TensorListResize(input_handle=handle, size=size)
+        shapes = _R.TensorListResize(input_handle=shapes, size=size)
+    old_sizes = _R.TensorListGetItem(input_handle=shapes, index=index,
+                                     element_shape=_sizes_element(view), element_dtype=tf.int32)
+    # An item never set reads as zeros of its (zero) sizes.
+    old = _R.TensorListGetItem(input_handle=handle, index=index,
+                               element_shape=tf.concat([_whole(view),
+                                                        _largest(old_sizes, view.rank)], 0),
+                               element_dtype=ctx.attr("element_dtype"))
+    padded, sizes = _merge(view, padded, sizes, old, old_sizes)
+    return view.again(_R.TensorListSetItem(input_handle=handle, index=index, item=padded),
+                      _R.TensorListSetItem(input_handle=shapes, index=index, item=sizes))
+
+
+def convert_ragged_view_get_item(ctx):
+    view, index = _view(ctx), _index(ctx)
+    sizes = _R.TensorListGetItem(input_handle=view.shapes, index=index,
+                                 element_shape=_sizes_element(view), element_dtype=tf.int32)
+    padded = _R.TensorListGetItem(
+        input_handle=view.tensor, index=index, element_dtype=ctx.attr("element_dtype"),
+        element_shape=tf.concat([_whole(view), _largest(sizes, view.rank)], 0))
+    return _read(ctx, _rows(view, padded), _rows(view, sizes), view.rank, ctx.op.outputs[0])
+
+
+def convert_ragged_view_pop_back(ctx):
+    view = _view(ctx)
+    _index(ctx, 1)  # the element shape
+    handle, padded = _R.TensorListPopBack(input_handle=view.tensor, element_shape=-1,
+                                          element_dtype=ctx.attr("element_dtype"))
+    shapes, sizes = _R.TensorListPopBack(input_handle=view.shapes,
+                                         element_shape=_sizes_element(view),
+                                         element_dtype=tf.int32)
+    return [view.again(handle, shapes),
+            _read(ctx, _rows(view, padded), _rows(view, sizes), view.rank, ctx.op.outputs[1])]
+
+
+def convert_ragged_view_length(ctx):
+    view = _view(ctx)
+    if view.aligned:
+        return Invariant(tensor=_R.TensorListLength(input_handle=view.tensor))
+    raise ConversionError(
+        f"pfor: {ctx.op_type} '{ctx.op.name}' reads the length of a tensor list inside a "
+        "while loop whose trip count differs per iteration; the lengths differ per "
+        "iteration there. Keep a counter as a loop variable instead.")
+
+
+def convert_ragged_view_element_shape(ctx):
+    """The element shape the list was made with (the same in every iteration)."""
+    view = _view(ctx)
+    shape = _R.TensorListElementShape(input_handle=view.tensor,
+                                      shape_type=ctx.attr("shape_type"))
+    return Invariant(tensor=shape[1:])
+
+
+def register(registry):
+    # Ahead of the ragged lists' converters (priority 20), which decline views.
+    for op_type, fn, inputs in (
+            ("TensorListPushBack", convert_ragged_view_push_back, "S?"),
+            ("TensorListSetItem", convert_ragged_view_set_item, "SU?"),
+            ("TensorListGetItem", convert_ragged_view_get_item, "SU?"),
+            ("TensorListPopBack", convert_ragged_view_pop_back, "SU"),
+            ("TensorListSetItem", convert_ragged_view_set_item_at_rows, "SS?"),
+            ("TensorListGetItem", convert_ragged_view_get_item_at_rows, "SS?"),
+            ("TensorListResize", convert_ragged_view_resize_rows, "SS"),
+            ("TensorListLength", convert_ragged_view_length, "S"),
+            ("TensorListElementShape", convert_ragged_view_element_shape, "S")):
+        registry.add(op_type, fn, inputs=inputs, priority=30, narrow=True)
