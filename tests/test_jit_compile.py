@@ -41,6 +41,7 @@ def test_jacobian(mode):
     f = ((lambda v: _rnn(v[None])[0] ** 2) if mode == "reverse"
          else (lambda v: tf.tanh(tf.linalg.matvec(W, v)) ** 2))
     got = pf.jacobian(f, X[0], fallback="error", mode=mode, jit_compile=True)
+    assert got.shape == [4, 4]
     testing.assert_same_results(got, _tape_loop(f, X[0]), rtol=1e-4, atol=1e-5)
 
 
@@ -61,12 +62,14 @@ def test_hessian():
         return inner.gradient(y, v)
 
     got = pf.hessian(f, X[0], fallback="error", jit_compile=True)
+    assert got.shape == [4, 4]
     testing.assert_same_results(got, _tape_loop(gradient, X[0]), rtol=1e-3, atol=1e-4)
 
 
 def test_per_example_gradients():
     loss = lambda x: tf.reduce_sum(_rnn(x[None]) ** 2)  # noqa: E731
     got = pf.per_example_gradients(loss, [W], X, fallback="error", jit_compile=True)
+    assert got[0].shape == [3, 4, 4]
 
     def one(j):
         with tf.GradientTape() as tape:

@@ -57,7 +57,8 @@ def test_sum_of_thin_products_matches_loop(data):
         return out
 
     flags = [s for pair in stacked for s in pair]
-    testing.check(data, total, operands, stacked=flags, n=n)
+    got = testing.check(data, total, operands, stacked=flags, n=n)
+    testing.assert_rows(got, n)
 
 
 def test_one_contraction_for_all_steps():

@@ -179,6 +179,12 @@ def convert_length(ctx):
     view = _view(ctx)
     if view is None:
         return ctx.decline("not a list seen by a loop over some iterations")
+    return view_length(ctx, view)
+
+
+def view_length(ctx, view):
+    """The length of a list a loop over some iterations sees: one for all rows when
+    their items are aligned, else a clear error (each row's differs)."""
     if view.aligned:
         return Invariant(tensor=_R.TensorListLength(input_handle=view.tensor))
     raise ConversionError(

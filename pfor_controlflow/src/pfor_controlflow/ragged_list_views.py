@@ -17,7 +17,8 @@ import dataclasses
 
 import tensorflow as tf
 
-from pfor_core.extend import ConversionError, Decline, Invariant, View
+from pfor_core.extend import Decline, Invariant, View
+from pfor_controlflow import list_views
 from pfor_controlflow.list_views import right_align_items
 from pfor_controlflow.ragged_lists import (RaggedList, _item, _largest, _rank_of, _read,
                                            stack_items)
@@ -268,13 +269,7 @@ def convert_ragged_view_pop_back(ctx):
 
 
 def convert_ragged_view_length(ctx):
-    view = _view(ctx)
-    if view.aligned:
-        return Invariant(tensor=_R.TensorListLength(input_handle=view.tensor))
-    raise ConversionError(
-        f"pfor: {ctx.op_type} '{ctx.op.name}' reads the length of a tensor list inside a "
-        "while loop whose trip count differs per iteration; the lengths differ per "
-        "iteration there. Keep a counter as a loop variable instead.")
+    return list_views.view_length(ctx, _view(ctx))
 
 
 def convert_ragged_view_element_shape(ctx):
