@@ -82,11 +82,7 @@ def _cond_is_stacked(loop) -> bool:
 
 def _run_invariant(loop, parallel):
     ctx = loop.ctx
-    deferred = ({} if ctx.nested or loop.ragged_lists or not _steps_bounded(loop)
-                else deferred_sums.find(loop))
-    if ctx.compiled:
-        deferred = {k: products for k, products in deferred.items()
-                    if deferred_sums.cheaper_for(products, loop.step_bound)}
+    deferred = _deferrable(loop)
     if deferred:
         return _run_invariant_deferring(loop, parallel, deferred)
 
@@ -106,11 +102,20 @@ def _run_invariant(loop, parallel):
     return loop.layouts(result if loop.carried else [])
 
 
-def _steps_bounded(loop) -> bool:
-    """Whether a deferring loop can hold its steps' operands: anywhere but under XLA,
-    where the arrays need a size known at compile time (``maximum_iterations``), and
-    are then that size whatever the steps run (``deferred_sums.cheaper_for``)."""
-    return not loop.ctx.compiled or loop.step_bound is not None
+def _deferrable(loop) -> dict:
+    """The loop variables whose sums wait until after the loop (deferred_sums.find).
+    Under XLA the steps' operands go to arrays of a size known when compiling, the
+    loop's step bound, whatever steps run: only where that many steps hold no more
+    than the sum does. Not inside an outer pfor, nor beside lists of ragged items."""
+    if loop.ctx.nested or loop.ragged_lists:
+        return {}
+    if not loop.ctx.compiled:
+        return deferred_sums.find(loop)
+    bound = loop.step_bound
+    if bound is None:
+        return {}
+    return {k: products for k, products in deferred_sums.find(loop).items()
+            if deferred_sums.cheaper_for(products, bound)}
 
 
 def _initial(loop, k):
