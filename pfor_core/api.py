@@ -99,11 +99,14 @@ def _fit(body, options: Options, measure=None) -> int:
 
 
 def _balanced(k: int, n_static: int | None) -> int:
-    """Chunks of equal size, no more of them than ``k`` needs (no small last chunk)."""
+    """Chunks of equal size, no more of them than ``k`` needs (no small last chunk).
+    A size that divides ``n`` is worth up to twice the chunks: every chunk then has one
+    static size, and the outputs are assembled in place (chunk_buffers.py)."""
     if not n_static or k >= n_static:
         return k
     chunks = -(-n_static // k)
-    return -(-n_static // chunks)
+    dividing = [c for c in range(chunks, 2 * chunks + 1) if n_static % c == 0]
+    return n_static // dividing[0] if dividing else -(-n_static // chunks)
 
 
 def _fit_eagerly(loop_fn, n_static, options: Options) -> Options:

@@ -16,8 +16,9 @@ differently; the rows are rebuilt once all chunks are done.
 from __future__ import annotations
 
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
 
-from pfor_core import empty, ragged
+from pfor_core import chunk_buffers, empty, ragged
 from pfor_core.context import broadcast_invariant
 from pfor_core.ragged import Ragged
 
@@ -63,12 +64,26 @@ def varies(original) -> bool:
     return original.shape.rank is not None and not original.shape.is_fully_defined()
 
 
+def _whole_rows(chunk_static) -> bool:
+    """Under XLA every chunk's outputs have static shapes, the same in every chunk:
+    they travel whole, not as elements and shapes (whose rows XLA could not rebuild:
+    a reshape to a run-time shape)."""
+    return chunk_static is not None and control_flow_util.GraphOrParentsInXlaContext(
+        tf.compat.v1.get_default_graph())
+
+
 def chunk_arrays(body, chunks, chunk_static=None) -> tuple:
     """Loop variables that collect every chunk's outputs (chunks of ``chunk_static``
-    rows each, when static)."""
+    rows each, when static): a buffer filled in place where chunk_buffers.py can, else
+    TensorArrays."""
     arrays = []
+    in_place = chunk_buffers.usable(chunk_static)
     for t in body.outputs:
-        if varies(t):
+        if in_place and chunk_buffers.fits(t):
+            arrays.append((chunk_buffers.buffer(t, chunks, chunk_static),))
+        elif varies(t) and _whole_rows(chunk_static):
+            arrays.append((tf.TensorArray(t.dtype, size=chunks, infer_shape=False),))
+        elif varies(t):
             arrays.append((tf.TensorArray(t.dtype, size=chunks, infer_shape=False,
                                           element_shape=[None]),
                            tf.TensorArray(tf.int32, size=chunks, infer_shape=False,
@@ -91,7 +106,7 @@ def chunk_parts(conversion, layouts, body, found: dict) -> list[tuple]:
             continue
         t = value.tensor if value.is_stacked else broadcast_invariant(
             value.tensor, conversion.n, conversion.n_static)
-        if varies(original):
+        if varies(original) and not _whole_rows(conversion.n_static):
             shape = tf.shape(t, out_type=tf.int32)
             parts.append((tf.reshape(t, [-1]), tf.tile(shape[None, 1:], [shape[0], 1])))
         else:
@@ -103,7 +118,8 @@ def chunk_parts(conversion, layouts, body, found: dict) -> list[tuple]:
 
 
 def write_chunk(arrays, c, parts) -> tuple:
-    return tuple(tuple(a.write(c, t) for a, t in zip(group, part))
+    return tuple(tuple(a.write(c, t) if isinstance(a, tf.TensorArray)
+                       else chunk_buffers.write(a, c, t) for a, t in zip(group, part))
                  for group, part in zip(arrays, parts))
 
 
@@ -137,6 +153,8 @@ def gather_chunks(arrays, chunks, n_static, body, found: dict, ragged_outputs: b
 def _concat_chunks(array, chunks, original, chunk_static):
     """Concatenate the chunks' outputs; with no chunk (n == 0 at run time) an empty
     tensor."""
+    if not isinstance(array, tf.TensorArray):
+        return chunk_buffers.rows(array, original)
     if chunk_static is not None:
         # Chunks of one static size: stacked and merged (XLA has no concat of a list).
         stacked = array.stack()

@@ -11,6 +11,8 @@ Modes:
   pfor differs from the loop it may instead agree with the loop compiled by XLA too
   (XLA's integer arithmetic is not the kernels': int32 ``reduce_mean`` wraps around
   under XLA, not in the kernel; its stateless random draws are not the kernels');
+- ``xla_chunked``: ``xla`` with ``parallel_iterations=2`` (chunks of static size in a
+  compiled while loop; an odd ``n`` converts its last iteration once more, after it);
 - ``iters0``: ``iters = 0``, static (eager) and at run time (``tf.function``): empty
   outputs of the loop's per-iteration shapes and dtypes;
 - ``strict``: ``fallback="error"`` for bodies whose every op has a converter (the
@@ -47,7 +49,7 @@ OPS = [dataclasses.replace(op, family=family)
        for family, ops in FAMILIES.items() for op in ops]
 # Control flow holds much of the converters' logic: drawn as often as three families.
 FAMILY_WEIGHTS = {"control": 3, "elementwise": 2}
-MODES = ("eager", "function", "chunked", "xla", "iters0", "strict")
+MODES = ("eager", "function", "chunked", "xla", "xla_chunked", "iters0", "strict")
 
 # (rtol, atol); atol is relative to the largest finite magnitude of the loop's output,
 # so a value computed as a difference of large terms is compared at their scale.
@@ -67,11 +69,11 @@ def check(program, mode: str) -> None:
     ctx = Ctx(tensors=program.tensors(), reference=False, fallback=fallback)
     loop_fn = program.loop_fn(ctx)
     kwargs = {"fallback": fallback, "randomness": program.randomness}
-    if mode == "xla":
+    if mode in ("xla", "xla_chunked"):
         _loop_compiles_under_xla(program)
     # All iterations at once: a collective (documented to raise with more than one
     # chunk).
-    expect_error = mode == "chunked" and program.n > 2 and any(
+    expect_error = mode in ("chunked", "xla_chunked") and program.n > 2 and any(
         s.lockstep is not None for s in program.body.stmts)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -116,7 +118,9 @@ def _run(mode, loop_fn, n, kwargs):
         return pf.pfor(loop_fn, n, **kwargs)
     if mode == "chunked":
         return pf.pfor(loop_fn, n, parallel_iterations=2, **kwargs)
-    if mode == "xla":
+    if mode in ("xla", "xla_chunked"):
+        if mode == "xla_chunked":
+            kwargs = dict(kwargs, parallel_iterations=2)
         return tf.function(lambda: pf.pfor(loop_fn, n, **kwargs), jit_compile=True,
                            autograph=False)()
     at_run_time = tf.function(lambda k: pf.pfor(loop_fn, k, **kwargs), autograph=False,
@@ -131,7 +135,7 @@ def _compiled_reference(program, mode, ctx_ref):
     """Under ``xla``, the sequential loop with each iteration compiled too (None in other
     modes, and for bodies with a collective, which needs all iterations statement by
     statement): pfor may agree with it where XLA's arithmetic is not the kernels'."""
-    if mode != "xla" or not program.n or any(
+    if mode not in ("xla", "xla_chunked") or not program.n or any(
             s.lockstep is not None for s in program.body.walk()):
         return None
     body = tf.function(program.loop_fn(ctx_ref), jit_compile=True, autograph=False)

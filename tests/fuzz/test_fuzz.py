@@ -1,5 +1,5 @@
 """The differential fuzzer in the normal suite: random loop bodies drawn from the
-grammar (fuzz_program and the fuzz_ops_* modules) run under pfor in six modes
+grammar (fuzz_program and the fuzz_ops_* modules) run under pfor in seven modes
 (fuzz_modes) and compared with the sequential loop.
 
 A small derandomized budget runs here; ``bash dev/fuzz N`` runs N random examples per
@@ -16,7 +16,8 @@ pytestmark = pytest.mark.fuzz
 
 # Examples per mode (derandomized), about a minute in all on 2 cores; XLA compiles both
 # the loop and pfor's graph, so it gets fewer.
-CI_EXAMPLES = {"eager": 100, "function": 70, "chunked": 70, "xla": 30, "iters0": 70,
+CI_EXAMPLES = {"eager": 100, "function": 70, "chunked": 70, "xla": 30, "xla_chunked": 20,
+               "iters0": 70,
                "strict": 100}
 
 

@@ -76,6 +76,12 @@ def _rows_of_loop_index(ctx, params, index):
     params = ctx.check(end <= have, "indices (the loop index) out of range: the loop "
                        "runs to iteration end - 1 but params has fewer rows (end, rows):",
                        [end, have], tensor=params)
+    if n_static is not None and params.shape.rank:
+        # A chunk of static size from a run-time start: a slice of static size, which
+        # XLA compiles to a dynamic slice (begin:end would be padded to params' rows).
+        rest = params.shape.rank - 1
+        return tf.slice(params, tf.stack([tf.convert_to_tensor(begin, tf.int32)] + [0] * rest),
+                        [n_static] + [-1] * rest)
     return params[begin:end]
 
 

@@ -101,6 +101,13 @@ def _mode(ctx, *, from_state: bool = False) -> str:
     return mode
 
 
+def _salted(ctx, seed):
+    """The chunks' shared seed salted with the op's name, as int32: XLA's stateless
+    random kernels take no int64 seed that is only known at run time."""
+    return tf.cast(seed + tf.constant([0, zlib.crc32(ctx.op.name.encode())], tf.int64),
+                   tf.int32)
+
+
 def _same_draw(ctx, *tensors) -> Invariant:
     """The one draw all iterations share (``randomness="same"``). In chunks the body
     runs once per chunk, so the draw is the op's stateless twin, seeded from the seed
@@ -108,8 +115,7 @@ def _same_draw(ctx, *tensors) -> Invariant:
     seed = ctx.chunk_seed
     if seed is None:
         return Invariant(tensor=ctx.emit(*tensors)[0])
-    salt = zlib.crc32(ctx.op.name.encode())
-    seed = seed + tf.constant([0, salt], tf.int64)
+    seed = _salted(ctx, seed)
     kind = ctx.op_type
     if kind in _TWINS:
         out = _TWINS[kind](shape=tensors[0], seed=seed, dtype=ctx.attr("dtype"))
@@ -249,7 +255,7 @@ def _shared_permutation(ctx, size):
     if seed is None:
         keys = _seeded(ctx, tf.raw_ops.RandomUniform, shape=shape, dtype=tf.float64)
     else:
-        seed = seed + tf.constant([0, zlib.crc32(ctx.op.name.encode())], tf.int64)
+        seed = _salted(ctx, seed)
         keys = tf.raw_ops.StatelessRandomUniform(shape=shape, seed=seed, dtype=tf.float64)
     return tf.argsort(keys, stable=True)
 
