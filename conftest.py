@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 # Derandomized so CI is repeatable; few examples per test so the suite stays within
 # ~10 minutes on 2 cores (each example builds and runs TensorFlow graphs).
 settings.register_profile(
-    "pfor", max_examples=40, deadline=None, derandomize=True, print_blob=True,
+    "pfor", max_examples=25, deadline=None, derandomize=True, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.function_scoped_fixture])
 # A longer, randomized run for hunting bugs: PFOR_HYPOTHESIS_PROFILE=thorough.

@@ -219,7 +219,7 @@ def test_every_registered_op_is_tested_and_emitted_by_its_test_function():
 # -- unary ----------------------------------------------------------------------------
 
 
-@settings(max_examples=100)
+@settings(max_examples=40)
 @given(data=st.data(), names=st.lists(st.sampled_from(sorted(UNARY)), min_size=1,
                                      max_size=8, unique=True),
        shape=base_shapes, n=n_st, seed=seeds)
@@ -238,7 +238,7 @@ def test_unary(data, names, shape, n, seed):
 # -- binary ---------------------------------------------------------------------------
 
 
-@settings(max_examples=120)
+@settings(max_examples=70)
 @given(data=st.data(), family=st.sampled_from(sorted(BINARY)), shapes=broadcast_shapes(2),
        stacked=st.tuples(st.booleans(), st.booleans()), n=n_st, seed=seeds)
 def test_binary_broadcasting(data, family, shapes, stacked, n, seed):
@@ -260,7 +260,7 @@ def test_binary_broadcasting(data, family, shapes, stacked, n, seed):
         args, stacked=flags, n=n)
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(names=st.lists(st.sampled_from(sorted(SAME_SHAPE)), min_size=1, max_size=4,
                       unique=True),
        shape=base_shapes, dtype=st.sampled_from(FLOATS),
@@ -282,7 +282,7 @@ def test_same_shape_kernels(names, shape, dtype, stacked, n, seed):
 # -- three inputs: SelectV2, Select (v1), ClipByValue, Betainc ---------------------------
 
 
-@settings(max_examples=80)
+@settings(max_examples=35)
 @given(v1=st.booleans(), data=st.data(),
        stacked=st.sampled_from(testing.invariance_combinations(3)), dtype=st.sampled_from(NUMERIC), n=n_st, seed=seeds)
 def test_selects(v1, data, stacked, dtype, n, seed):
@@ -304,7 +304,7 @@ def _clip(t, lo, hi):
     return tf.raw_ops.ClipByValue(t=t, clip_value_min=lo, clip_value_max=hi)
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(betainc=st.booleans(), data=st.data(), shape=base_shapes,
        stacked=st.sampled_from(testing.invariance_combinations(3)),
        dtype=st.sampled_from(NUMERIC), n=n_st, seed=seeds)
@@ -370,7 +370,7 @@ def dynamic_case(draw):
     return (lambda *xs: tf.add_n(list(xs))), [("any", shape, F32)] * 3
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(case=dynamic_case(), data=st.data(), n=n_st, seed=seeds)
 def test_dimensions_known_only_at_run_time(case, data, n, seed):
     """Inputs of unknown dimensions and iters known only at run time (dynamic shapes)."""

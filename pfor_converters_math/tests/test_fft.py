@@ -51,7 +51,7 @@ def test_every_registered_op_is_tested_and_emitted_by_its_test_function():
             assert op_type in {op.type for op in graph.get_operations()}, op_type
 
 
-@settings(max_examples=50)
+@settings(max_examples=35)
 @given(data=st.data(), real=st.booleans(), dims=st.integers(1, 3), inverse=st.booleans(),
        lead=st.lists(st.integers(0, 2), max_size=2), dtype=st.sampled_from(list(REAL_OF)),
        n=st.integers(0, 3), seed=st.integers(0, 2**31 - 1))

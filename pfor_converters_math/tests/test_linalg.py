@@ -11,7 +11,7 @@ from pfor_core import testing
 IN_PROCESS = "<in-process>"  # how explain and pfor ops name in-process registrations
 
 # Tests that sample among many op types or attrs get more examples (each is cheap).
-MANY = 50
+MANY = 35
 
 
 iters = st.sampled_from([0, 1, 2, 3, 3])

@@ -11,7 +11,7 @@ import pfor_core as pf
 from pfor_core import testing
 
 # Tests that sample among many op types or attrs get more examples (each is cheap).
-MANY = 50
+MANY = 35
 
 
 DTYPES = [tf.float32, tf.float64, tf.complex64, tf.int32]

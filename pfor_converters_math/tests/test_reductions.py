@@ -97,7 +97,7 @@ def test_every_registered_op_is_tested_and_emitted_by_its_test_function():
 # -- reductions -----------------------------------------------------------------------
 
 
-@settings(max_examples=100)
+@settings(max_examples=40)
 @given(data=st.data(), names=st.lists(st.sampled_from(sorted(REDUCE)), min_size=1,
                                      max_size=4, unique=True),
        shape=per_iteration_shape(), keepdims=st.booleans(), n=n_st, seed=seeds)
@@ -116,7 +116,7 @@ def test_reductions(data, names, shape, keepdims, n, seed):
         args, stacked=[True] * len(args), n=n)
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(name=st.sampled_from(sorted(ARG)), shape=per_iteration_shape(min_rank=1, min_dim=1),
        data=st.data(), dtype=st.sampled_from(NUMERIC),
        output_type=st.sampled_from([tf.int32, tf.int64]), n=n_st, seed=seeds)
@@ -128,7 +128,7 @@ def test_arg_reductions(name, shape, data, dtype, output_type, n, seed):
                      stacked=[True], n=n)
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(name=st.sampled_from(sorted(SCAN)), shape=per_iteration_shape(min_rank=1),
        data=st.data(), exclusive=st.booleans(), reverse=st.booleans(), n=n_st, seed=seeds)
 def test_scans(name, shape, data, exclusive, reverse, n, seed):

@@ -42,7 +42,7 @@ def seed(data):
 
 # -- GatherV2 ---------------------------------------------------------------------------
 @given(data=st.data(), shape=st.lists(st.integers(1, 3), min_size=1, max_size=4), n=ITERS)
-@settings(max_examples=60)
+@settings(max_examples=40)
 def test_gather(data, shape, n):
     rank = len(shape)
     batch_dims = data.draw(st.integers(0, rank - 1))
@@ -182,7 +182,7 @@ def _strided_slice_args(shape, spec):
 
 
 @given(data=st.data(), shape=DIMS, n=ITERS, x_stacked=st.booleans())
-@settings(max_examples=100)
+@settings(max_examples=40)
 def test_strided_slice(data, shape, n, x_stacked):
     """Python indexing with every mask, also with bounds of unknown value; indices may
     be per-iteration (x[i], x[:, i]), which must not fall back either."""
@@ -211,7 +211,7 @@ def test_strided_slice(data, shape, n, x_stacked):
 
 
 @given(data=st.data(), shape=DIMS, n=ITERS)
-@settings(max_examples=60)
+@settings(max_examples=40)
 def test_strided_slice_grad(data, shape, n):
     """The gradient of a slice with invariant bounds, per-iteration upstream gradients
     (what tape.gradient of x[t] inside a loop body emits)."""

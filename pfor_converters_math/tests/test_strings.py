@@ -40,7 +40,7 @@ ELEMENTWISE = {
 }
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(st.data(), st.sampled_from(sorted(ELEMENTWISE)))
 def test_elementwise(data, name):
     n = data.draw(st.integers(0, 4), label="n")
@@ -94,7 +94,7 @@ def test_regex_replace_of_per_iteration_strings(data):
     testing.check(data, body, [x], stacked=[True], n=n)
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(st.data())
 def test_substr_every_layout(data):
     n = data.draw(st.integers(0, 4), label="n")
@@ -132,7 +132,7 @@ def test_substr_out_of_range_fails_like_the_loop():
     testing.assert_fails_like_loop(lambda i: tf.strings.substr(words[i], pos[i], 1), 2)
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(st.data())
 def test_string_join_every_layout(data):
     n = data.draw(st.integers(0, 4), label="n")

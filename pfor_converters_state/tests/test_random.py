@@ -347,6 +347,20 @@ def test_same_across_chunks(name, graph):
     assert all(np.array_equal(row, got[0]) for row in got)
 
 
+def test_same_across_chunks_of_a_stateless_draw_seeded_from_a_shared_draw():
+    """A stateless draw seeded from a random op's shared draw: every chunk shares that
+    draw, so the stateless one too (found by the fuzzer: it raised)."""
+    def body(i):
+        seed = tf.random.uniform([], minval=-5, maxval=5, dtype=tf.int32)
+        return seed, tf.random.stateless_uniform([2], seed=tf.stack([2 * seed, 0]))
+
+    seeds, got = pf.pfor(body, 7, parallel_iterations=3, randomness="same", fallback="error")
+    assert got.shape == (7, 2) and seeds.shape == (7,)
+    assert all(np.array_equal(row, got[0]) for row in got.numpy())
+    want = tf.random.stateless_uniform([2], seed=tf.stack([2 * seeds[0], 0]))
+    testing.assert_allclose(got[0], want, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("body", [
     lambda i: tf.while_loop(lambda t, a: t < 2,
                             lambda t, a: (t + 1, a + tf.random.uniform([])), (0, 0.))[1],

@@ -68,6 +68,10 @@ _STATELESS_PARAMETRIZED = ("StatelessRandomGammaV3", "StatelessRandomGammaV2",
 _SEED_INPUTS = {**{t: (1, 2, 3) for t in _STATELESS_V2}, **{t: (1,) for t in _STATELESS_V1},
                 **{t: (1,) for t in _STATELESS_PARAMETRIZED}, "StatelessRandomGammaV3": (1, 2, 3),
                 "StatelessMultinomial": (2,)}
+# Stateful random ops that draw once for all iterations under randomness="same", also
+# across chunks (``_same_draw``, ``_shared_permutation``).
+_SHARED_DRAWS = frozenset(_SHAPED + _PARAMETRIZED + ("RandomUniformInt", "Multinomial",
+                                                     "RandomShuffle"))
 _PHILOX = (1, 3)  # RNG_ALG_PHILOX, RNG_ALG_AUTO_SELECT (Philox on CPU and GPU)
 _WRITES = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp")
 # Normal draws rebuilt by ``normal`` (not the parametrized truncated normal), and types.
@@ -310,8 +314,9 @@ def convert_stateless(ctx):
     """Stateless random ops with invariant inputs: invariant and deterministic unless
     seeded from state the body advances (then they follow ``randomness``)."""
     tensors = [v.tensor for v in ctx.inputs]
-    if not _seeded_from_state(ctx, [ctx.op.inputs[k] for k in _SEED_INPUTS[ctx.op_type]]) \
-            or _mode(ctx, from_state=True) == "same":
+    seeds = [ctx.op.inputs[k] for k in _SEED_INPUTS[ctx.op_type]]
+    if not _seeded_from_state(ctx, seeds) or _mode(
+            ctx, from_state=_seeded_from_state(ctx, seeds, chunked_same=True)) == "same":
         return Invariant(tensor=ctx.emit(*tensors)[0])
     return _draw_stacked(ctx, *tensors)
 
@@ -331,7 +336,9 @@ def convert_stateless_stacked(ctx):
 def convert_stateless_multinomial(ctx):
     """StatelessMultinomial: like ``convert_stateless``, with no exact batched draw
     (per-iteration logits, num_samples or seed fall back to a loop)."""
-    if not _seeded_from_state(ctx, [ctx.op.inputs[2]]) or _mode(ctx, from_state=True) == "same":
+    seeds = [ctx.op.inputs[2]]
+    if not _seeded_from_state(ctx, seeds) or _mode(
+            ctx, from_state=_seeded_from_state(ctx, seeds, chunked_same=True)) == "same":
         return Invariant(tensor=ctx.emit(*(v.tensor for v in ctx.inputs))[0])
     return _multinomial_rows(ctx)
 
@@ -420,10 +427,13 @@ def _reshaped(ctx, flat: tf.Tensor, shape: tf.Tensor) -> Stacked:
     return Stacked(tensor=out)
 
 
-def _seeded_from_state(ctx, tensors) -> bool:
+def _seeded_from_state(ctx, tensors, *, chunked_same: bool = False) -> bool:
     """Whether the body computes these tensors from state it advances: a generator
-    skip, a stateful random op, or a read of a variable the body also writes."""
-    memo = ctx.scratch.setdefault("random_ops.seeded_from_state", {})
+    skip, a stateful random op, or a read of a variable the body also writes. With
+    ``chunked_same``, whether that state differs between chunks under
+    ``randomness="same"``: not a stateful random op, whose one draw every chunk shares
+    (``_same_draw``)."""
+    memo = ctx.scratch.setdefault(f"random_ops.seeded_from_state.{chunked_same}", {})
     stack, seen = [t.op for t in tensors], set()
     while stack:
         op = stack.pop()
@@ -434,7 +444,8 @@ def _seeded_from_state(ctx, tensors) -> bool:
             if memo[id(op)]:
                 return True
             continue
-        if op._is_stateful and _advances(op):  # pylint: disable=protected-access
+        if (op._is_stateful and _advances(op)  # pylint: disable=protected-access
+                and not (chunked_same and op.type in _SHARED_DRAWS)):
             memo[id(op)] = True
             return True
         stack.extend(t.op for t in op.inputs)
