@@ -82,23 +82,27 @@ def test_an_item_past_an_iterations_steps_fails_like_the_loop():
                            error=(tf.errors.OutOfRangeError, tf.errors.InvalidArgumentError))
 
 
-@pytest.mark.parametrize("steps", [STEPS, tf.constant(4)])
-def test_gradient_through_a_concat_of_ragged_items(steps):
+@pytest.mark.parametrize("steps,shape", [(STEPS, [None]), (tf.constant(4), [None]),
+                                         (STEPS, None)])
+def test_gradient_through_a_concat_of_ragged_items(steps, shape):
     """The issue's reproducer under a GradientTape: the loop pushes each step's ragged
     item for its gradient, which pops them row by row and reads the concat's gradient
-    at each row's own step; also with an invariant trip count."""
+    at each row's own step; also with an invariant trip count, and with no element
+    shape (the concat's rank is then unknown: the sum's gradient reshapes its
+    invariant incoming gradient to a shape computed from each row's concat)."""
     per = steps.shape.rank == 1
 
     def body(i):
         xi = tf.gather(X, i)
         with tf.GradientTape() as tape:
             tape.watch(xi)
-            build = _write_kept(X, steps if per else tf.fill([4], steps), [None], tf.sin)
+            build = _write_kept(X, steps if per else tf.fill([4], steps), shape, tf.sin)
             _, ta = build(i, xi)
             loss = tf.reduce_sum(ta.concat() ** 2)
         return tape.gradient(loss, xi)
 
-    ragged_loop.assert_matches_loop(body, 4)
+    got = ragged_loop.assert_matches_loop(body, 4)
+    assert got.shape == [4, 5, 6]
 
 
 def test_a_ragged_list_of_a_per_iteration_loop_refuses_other_reads_clearly():
