@@ -186,3 +186,32 @@ def test_drawn_steps_and_lengths_through_a_per_iteration_loop_and_its_gradient(d
         return tf.concat([grad[0], [tf.cast(ta.size(), tf.float32), total]], 0)
 
     ragged_loop.assert_matches_loop(body, n, modes=ragged_loop.modes(data))
+
+
+# -- read after write in a loop with per-iteration trip counts, with its gradient ---------
+@pytest.mark.parametrize("ragged", [False, True])
+@pytest.mark.parametrize("steps", [STEPS, STEPS_0])
+def test_gradient_of_a_read_after_a_write_for_per_iteration_steps(ragged, steps):
+    """The read's gradient makes, in each step of the gradient loop, a list as long as
+    that row's list was at that step (each row its own length), writes the item's
+    gradient into it and adds it to the list's gradient: a list whose rows hold their
+    own numbers of items, by index."""
+    def body(i):
+        xi = tf.gather(X, i)
+        with tf.GradientTape() as tape:
+            tape.watch(xi)
+            ta = (tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False,
+                                 element_shape=[None]) if ragged else
+                  tf.TensorArray(tf.float32, size=0, dynamic_size=True))
+
+            def step(t, ta, total):
+                v = tf.sin(xi[t])
+                ta = ta.write(t, tf.boolean_mask(v, v > 0) if ragged else v)
+                return t + 1, ta, total + tf.reduce_sum(ta.read(t) ** 2)
+
+            _, ta, total = tf.while_loop(lambda t, *_: t < tf.gather(steps, i), step,
+                                         (0, ta, 0.))
+        return tape.gradient(total, xi, unconnected_gradients="zero")
+
+    got = ragged_loop.assert_matches_loop(body, 4)
+    assert got.shape == [4, 5, 6]
