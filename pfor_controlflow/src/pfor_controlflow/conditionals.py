@@ -341,9 +341,28 @@ def convert_stacked_selector(ctx):
     return plan.assemble(positions, flats)
 
 
+def convert_ragged_invariant_selector(ctx):
+    """An invariant selector with ragged inputs (others: convert_invariant_selector)."""
+    if not any(v.code == "R" for v in ctx.inputs):
+        return ctx.decline("no ragged input")
+    return convert_invariant_selector(ctx)
+
+
+def convert_ragged_stacked_selector(ctx):
+    """A stacked selector with ragged inputs (others: convert_stacked_selector)."""
+    if not any(v.code == "R" for v in ctx.inputs):
+        return ctx.decline("no ragged input")
+    return convert_stacked_selector(ctx)
+
+
 def register(registry):
     ops = ["If", "StatelessIf", "Case", "StatelessCase"]
-    # Views and ragged values travel into the branches as they are (the branches'
-    # converters know them).
-    registry.add(ops, convert_invariant_selector, inputs="U?...", views=True)
-    registry.add(ops, convert_stacked_selector, inputs="S?...", views=True)
+    # Views travel into the branches as they are (the branches' converters know them).
+    registry.add(ops, convert_invariant_selector, inputs="U*...", views=True)
+    registry.add(ops, convert_stacked_selector, inputs="S*...", views=True)
+    # Ragged values too, after assert_guards.py's converter (priority -1), which checks
+    # a guard of ragged data with one Assert instead of running its branches.
+    registry.add(ops, convert_ragged_invariant_selector, inputs="U?...", views=True,
+                 priority=-2)
+    registry.add(ops, convert_ragged_stacked_selector, inputs="S?...", views=True,
+                 priority=-2)
