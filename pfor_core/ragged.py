@@ -185,6 +185,32 @@ class Ragged:
         with tf.control_dependencies([check]):
             return self.as_stacked()
 
+    def fitted(self, shape) -> "Ragged | Stacked":
+        """The value as seen through a body tensor of static per-iteration ``shape``
+        (an identity with ``set_shape``, as a gradient's conditional branch has): uniform
+        along the ragged dimensions that ``shape`` knows, cut or padded to that size.
+        The body's static shape is TensorFlow's promise about every iteration's value,
+        which its graph optimizations rely on as well, so it is not checked again."""
+        shape = tf.TensorShape(shape)
+        if shape.rank != self.rank:
+            return self
+        static = {d: shape[d] for d in self.ragged_axes if shape[d] is not None}
+        if not static:
+            return self
+        dims = tf.shape(self.padded, out_type=tf.int32)
+        sizes = [static.get(d, dims[1 + d]) for d in range(self.rank)]
+        extra = [[0, 0]] + [[0, tf.maximum(0, s - dims[1 + d]) if d in static else 0]
+                            for d, s in enumerate(sizes)]
+        padded = tf.slice(tf.pad(self.padded, extra), tf.zeros([self.rank + 1], tf.int32),
+                          tf.stack([dims[0]] + sizes))
+        padded.set_shape(self.padded.shape[:1].concatenate(
+            [static.get(d, s) for d, s in enumerate(self.padded.shape[1:].as_list())]))
+        lengths = tuple(None if d in static else length
+                        for d, length in enumerate(self.lengths))
+        if all(length is None for length in lengths):
+            return Stacked(tensor=padded)
+        return Ragged(padded=padded, lengths=lengths)
+
     def _first(self) -> list[tf.Tensor]:
         """The first iteration's extent of every dimension (0 when n == 0)."""
         return [tf.concat([e, [0]], 0)[0] for e in self.extents()]

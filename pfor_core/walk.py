@@ -328,6 +328,8 @@ class Conversion:
         control dependencies."""
         self._record(op, "pass-through", stacked=per_iteration(pattern),
                      ragged="R" in pattern)
+        layouts = [v.fitted(t.shape) if isinstance(v, Ragged) else v
+                   for v, t in zip(layouts, op.outputs)] + list(layouts[len(op.outputs):])
         if not op.control_inputs:
             return list(layouts[: len(op.outputs)])
         with ops.name_scope(_scope(op)):

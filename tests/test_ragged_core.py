@@ -68,6 +68,35 @@ def test_value_checks_its_fields():
         Ragged(padded=tf.zeros([2, 3]), lengths=())
 
 
+def test_fitted_to_a_static_shape():
+    """A value seen through a body tensor of static shape: uniform where it knows the
+    size, cut (or padded) to it."""
+    value = Ragged(padded=tf.constant([[[1., 2., 0.], [3., 4., 0.]], [[5., 6., 0.], [0., 0., 0.]]]),
+                   lengths=(tf.constant([2, 1]), tf.constant([2, 2])))
+    cut = value.fitted(tf.TensorShape([None, 2]))
+    assert isinstance(cut, Ragged) and cut.lengths[1] is None
+    assert cut.padded.numpy().tolist() == [[[1., 2.], [3., 4.]], [[5., 6.], [0., 0.]]]
+    whole = value.fitted(tf.TensorShape([2, 4]))
+    assert whole.code == "S" and whole.tensor.shape == [2, 2, 4]
+    assert value.fitted(tf.TensorShape([None, None])) is value
+
+
+def test_identity_of_a_known_shape_makes_a_ragged_value_stacked():
+    """An identity whose static shape the body knows (as a gradient's conditional
+    branch sets it) passes the value on uniform: the ops after it need not take ragged
+    values."""
+    x = tf.constant([[1., -1., 2., -3.], [-1., 5., 6., -2.], [7., -1., -1., 8.]])
+
+    def body(i):
+        kept = tf.identity(tf.boolean_mask(x[i], x[i] > 0))  # two in every row
+        kept.set_shape([2])
+        return tf.raw_ops.MatrixDiag(diagonal=kept)  # no ragged converter
+
+    got = pf.pfor(body, 3, fallback="error")
+    assert got.shape == [3, 2, 2]
+    np.testing.assert_allclose(got.numpy(), np.stack([body(tf.constant(j)) for j in range(3)]))
+
+
 def test_from_flat_keeps_uniform_inner_dims():
     flat = tf.range(10)
     shapes = tf.constant([[2, 2], [0, 2], [3, 2]])

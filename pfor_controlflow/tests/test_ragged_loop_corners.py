@@ -82,23 +82,27 @@ def test_an_item_past_an_iterations_steps_fails_like_the_loop():
                            error=(tf.errors.OutOfRangeError, tf.errors.InvalidArgumentError))
 
 
-@pytest.mark.parametrize("steps", [STEPS, tf.constant(4)])
-def test_gradient_through_a_concat_of_ragged_items(steps):
+@pytest.mark.parametrize("steps,shape", [(STEPS, [None]), (tf.constant(4), [None]),
+                                         (STEPS, None)])
+def test_gradient_through_a_concat_of_ragged_items(steps, shape):
     """The issue's reproducer under a GradientTape: the loop pushes each step's ragged
     item for its gradient, which pops them row by row and reads the concat's gradient
-    at each row's own step; also with an invariant trip count."""
+    at each row's own step; also with an invariant trip count, and with no element
+    shape (the concat's rank is then unknown: the sum's gradient reshapes its
+    invariant incoming gradient to a shape computed from each row's concat)."""
     per = steps.shape.rank == 1
 
     def body(i):
         xi = tf.gather(X, i)
         with tf.GradientTape() as tape:
             tape.watch(xi)
-            build = _write_kept(X, steps if per else tf.fill([4], steps), [None], tf.sin)
+            build = _write_kept(X, steps if per else tf.fill([4], steps), shape, tf.sin)
             _, ta = build(i, xi)
             loss = tf.reduce_sum(ta.concat() ** 2)
         return tape.gradient(loss, xi)
 
-    ragged_loop.assert_matches_loop(body, 4)
+    got = ragged_loop.assert_matches_loop(body, 4)
+    assert got.shape == [4, 5, 6]
 
 
 def test_a_ragged_list_of_a_per_iteration_loop_refuses_other_reads_clearly():
@@ -182,3 +186,32 @@ def test_drawn_steps_and_lengths_through_a_per_iteration_loop_and_its_gradient(d
         return tf.concat([grad[0], [tf.cast(ta.size(), tf.float32), total]], 0)
 
     ragged_loop.assert_matches_loop(body, n, modes=ragged_loop.modes(data))
+
+
+# -- read after write in a loop with per-iteration trip counts, with its gradient ---------
+@pytest.mark.parametrize("ragged", [False, True])
+@pytest.mark.parametrize("steps", [STEPS, STEPS_0])
+def test_gradient_of_a_read_after_a_write_for_per_iteration_steps(ragged, steps):
+    """The read's gradient makes, in each step of the gradient loop, a list as long as
+    that row's list was at that step (each row its own length), writes the item's
+    gradient into it and adds it to the list's gradient: a list whose rows hold their
+    own numbers of items, by index."""
+    def body(i):
+        xi = tf.gather(X, i)
+        with tf.GradientTape() as tape:
+            tape.watch(xi)
+            ta = (tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False,
+                                 element_shape=[None]) if ragged else
+                  tf.TensorArray(tf.float32, size=0, dynamic_size=True))
+
+            def step(t, ta, total):
+                v = tf.sin(xi[t])
+                ta = ta.write(t, tf.boolean_mask(v, v > 0) if ragged else v)
+                return t + 1, ta, total + tf.reduce_sum(ta.read(t) ** 2)
+
+            _, ta, total = tf.while_loop(lambda t, *_: t < tf.gather(steps, i), step,
+                                         (0, ta, 0.))
+        return tape.gradient(total, xi, unconnected_gradients="zero")
+
+    got = ragged_loop.assert_matches_loop(body, 4)
+    assert got.shape == [4, 5, 6]

@@ -26,17 +26,28 @@ def part(i, k):
 
 
 @settings(max_examples=10, deadline=None)
-@given(n=st.integers(0, MAX_N), k=sizes, stacked_data=st.booleans())
-def test_reshape_to_per_iteration_shapes(n, k, stacked_data):
+@given(n=st.integers(0, MAX_N), k=sizes, data=st.sampled_from(["stacked", "invariant",
+                                                                 "ragged"]))
+def test_reshape_to_per_iteration_shapes(n, k, data):
     k = tf.constant(k)
 
     def body(i):
-        if stacked_data:  # 6 values as k x (6 / k) (k in 1, 2, 3)
+        if data != "ragged":  # 6 values as k x (6 / k) (k in 1, 2, 3)
             rows = tf.maximum(tf.gather(k, i), 1)
-            return tf.reshape(tf.gather(X, i), tf.stack([rows, -1]))
+            return tf.reshape(tf.gather(X, i) if data == "stacked" else X[1],
+                              tf.stack([rows, -1]))
         return tf.reshape(tf.gather(X, i)[:2 * tf.gather(k, i)], tf.stack([tf.gather(k, i), 2]))
 
     check(body, n)
+
+
+def test_reshape_of_an_invariant_value_to_per_iteration_shapes():
+    """A sum's gradient reshapes its invariant incoming gradient so: each iteration
+    gets the same elements in its own shape."""
+    k = tf.constant([3, 1, 2])
+    got = testing.assert_matches_loop(
+        lambda i: tf.reshape(X[0], tf.stack([tf.gather(k, i), -1])), 3, ragged_outputs=True)
+    assert [np.shape(row) for row in got.to_list()] == [(3, 2), (1, 6), (2, 3)]
 
 
 @settings(max_examples=10, deadline=None)

@@ -10,6 +10,10 @@ with ``where``, the branch is converted for those rows only (inside a ``tf.cond`
 their count, so a branch no iteration takes does not run), and ``dynamic_stitch`` puts
 the rows back in order. Under XLA and inside an outer pfor, which need static shapes,
 every branch runs on all rows instead and each row keeps its own branch's outputs.
+
+Outputs whose shape may differ between rows (ragged in some branch, or of other sizes
+in different branches) leave the branches padded, with their sizes, and come out
+ragged (ragged_branches.py).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import tensorflow as tf
 from pfor_core.extend import Decline, Invariant, Stacked
 
 _R = tf.raw_ops
-from pfor_controlflow import masking, optionals, ragged_lists
+from pfor_controlflow import masking, optionals, ragged_branches, ragged_lists
 from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph, select_rows,
                                         stand_in, with_effects)
 
@@ -66,29 +70,53 @@ def convert_invariant_selector(ctx):
                 stand_in(t, s, ctx.n_static)
                 for k, (t, s) in enumerate(zip(ctx.op.outputs, stacked))]
 
-    def out(converted, k, graph):
+    # Stacked outputs of no static shape leave every branch as parts, in case some
+    # branch makes them ragged (ragged_branches.py); per output, per branch: its form.
+    forms = {k: [None] * len(graphs) for k, t in enumerate(ctx.op.outputs)
+             if stacked[k] and k not in ragged and _may_differ(t)}
+
+    def out(converted, k, b):
         value = converted.outputs[k]
         if k in ragged:  # a list of ragged items in some branch: in all, as a pair
             return ragged_lists.as_ragged_list(ctx, value, ragged[k], None).pair()
+        if k in forms:
+            forms[k][b] = ragged_branches.Form.of(value)
+            return ragged_branches.parts(value, lambda _: converted.stacked(k))
         if stacked[k] and optionals.is_invariant(value):  # the branch's intermediates
-            return optionals.stacked_form(value, graph, k, ctx.n)
+            return optionals.stacked_form(value, graphs[b], k, ctx.n)
         return converted.stacked(k) if stacked[k] else value.tensor
 
-    def branch(graph):
+    def branch(b):
         def run():
-            converted = ctx.convert_function(graph, inputs)
-            outs = [out(converted, k, graph) for k in range(len(converted.outputs))]
+            converted = ctx.convert_function(graphs[b], inputs)
+            outs = [out(converted, k, b) for k in range(len(converted.outputs))]
             return with_effects(outs, converted.side_effects)
         return run
 
     selector = ctx.inputs[0].tensor
     if ctx.op_type in ("Case", "StatelessCase"):
-        outs = tf.switch_case(selector, [branch(g) for g in graphs])
+        outs = tf.switch_case(selector, [branch(b) for b in range(len(graphs))])
     else:
-        outs = tf.cond(truth(selector), branch(graphs[0]), branch(graphs[1]))
+        outs = tf.cond(truth(selector), branch(0), branch(1))
     return [ragged_lists.from_pair(t, ragged[k]) if k in ragged else
+            _chosen(t, forms[k], ctx.op.outputs[k], ctx) if k in forms else
             Stacked(tensor=t) if s else Invariant(tensor=t)
             for k, (t, s) in enumerate(zip(outs[:-1], stacked))]
+
+
+def _may_differ(t) -> bool:
+    """Whether a conditional's output may differ in shape between the rows of its
+    branches: one of no static shape (but a known rank) that is no list or resource."""
+    return (t.dtype not in (tf.variant, tf.resource) and t.shape.rank is not None
+            and not t.shape.is_fully_defined())
+
+
+def _chosen(parts, forms, original, ctx):
+    """An invariant predicate's output from the taken branch's parts: ragged where
+    some branch is (every row took the same branch, so only there)."""
+    if any(f.ragged_axes for f in forms):
+        return ragged_branches.chosen(parts, forms, original.shape, ctx.n_static)
+    return Stacked(tensor=parts[0])
 
 
 def _branch_of_rows(ctx, count: int) -> tf.Tensor:
@@ -127,6 +155,10 @@ class _Rows:
         self.outputs = [[optionals.output_spec(g, j) for g in graphs]
                         if t.dtype == tf.variant else None
                         for j, t in enumerate(ctx.op.outputs)]
+        # Per output of no static shape, per branch: how the branch gave it (its rows
+        # then leave the branch as parts, ragged_branches.py).
+        self.forms = {j: [None] * len(graphs) for j, t in enumerate(ctx.op.outputs)
+                      if _may_differ(t)}
 
     def gather(self, b, positions):
         """The conditional's inputs for branch ``b``'s rows at ``positions``."""
@@ -140,7 +172,7 @@ class _Rows:
             elif is_handle(value):
                 rows.append(optionals.none())  # read by no branch
             else:
-                rows.append(Stacked(tensor=tf.gather(value.tensor, positions)))
+                rows.append(ragged_branches.rows_of(value, positions))
         return rows
 
     def flatten(self, b, converted):
@@ -150,7 +182,11 @@ class _Rows:
             if isinstance(converted.outputs[j], ragged_lists.RaggedList):
                 raise Decline("a branch makes a tensor list of items whose shape differs "
                               "between iterations under a per-iteration predicate")
-            if specs is None:
+            if j in self.forms:
+                value = converted.outputs[j]
+                self.forms[j][b] = ragged_branches.Form.of(value)
+                flat.extend(ragged_branches.parts(value, lambda _, j=j: converted.stacked(j)))
+            elif specs is None:
                 flat.append(converted.stacked(j))
             elif specs[b] is not None:
                 flat.extend(optionals.components(converted.outputs[j], specs[b], converted.n))
@@ -176,7 +212,19 @@ class _Rows:
         """The outputs for all rows from every branch's flat outputs."""
         flats = [iter(f) for f in flats]
         out = []
-        for specs, t in zip(self.outputs, self.ctx.op.outputs):
+        for j, (specs, t) in enumerate(zip(self.outputs, self.ctx.op.outputs)):
+            if j in self.forms:
+                pieces = [[next(f) for _ in range(ragged_branches.count(t.shape.rank))]
+                          for f in flats]
+                forms = self.forms[j]
+                if ragged_branches.needs_parts(forms):
+                    out.append(ragged_branches.stitch(positions, pieces, forms, t.shape,
+                                                      self.ctx.n_static))
+                    continue
+                value = tf.dynamic_stitch(positions, [p[0] for p in pieces])
+                value.set_shape(self.ctx.stacked_shape(t.shape))
+                out.append(Stacked(tensor=value))
+                continue
             if specs is None:
                 value = tf.dynamic_stitch(positions, [next(f) for f in flats])
                 value.set_shape(self.ctx.stacked_shape(t.shape))
@@ -213,28 +261,52 @@ def _run_masked(ctx, graphs):
         return ctx.decline(masking.refusal(ctx, "a conditional with a per-iteration "
                                            "predicate", repeated))
     taken = _branch_of_rows(ctx, len(graphs))
-    outs = [_run_on_all_rows(ctx, graph, tf.equal(taken, b)) for b, graph in enumerate(graphs)]
-    result = outs[-1]
-    for b in reversed(range(len(graphs) - 1)):
-        result = [select_rows(tf.equal(taken, b), o, r) for o, r in zip(outs[b], result)]
-    return [Stacked(tensor=t) for t in result]
+    # Outputs of no static shape leave every branch as parts (ragged_branches.py).
+    forms = {j: [None] * len(graphs) for j, t in enumerate(ctx.op.outputs) if _may_differ(t)}
+    outs = [_run_on_all_rows(ctx, graph, tf.equal(taken, b), forms, b)
+            for b, graph in enumerate(graphs)]
+    result = []
+    for j, t in enumerate(ctx.op.outputs):
+        pieces = [o[j] for o in outs]
+        if j in forms and ragged_branches.needs_parts(forms[j]):
+            if ctx.nested and not ragged_branches.static_sizes(pieces):
+                return ctx.decline("a per-iteration predicate inside an outer pfor with "
+                                   "branch outputs of per-iteration shapes and no static "
+                                   "padded size")
+            result.append(ragged_branches.select(taken, pieces, forms[j], t.shape,
+                                                 ctx.n_static))
+            continue
+        if j in forms:
+            pieces = [p[0] for p in pieces]
+        value = pieces[-1]
+        for b in reversed(range(len(graphs) - 1)):
+            value = select_rows(tf.equal(taken, b), pieces[b], value)
+        result.append(Stacked(tensor=value))
+    return result
 
 
-def _run_on_all_rows(ctx, graph, takes):
-    """A branch converted for all rows, of which those where ``takes`` holds keep its
-    outputs. Unless every op of the branch gives a result for any input, the other rows
-    compute on the inputs of a row that takes it (masking.stand_ins), and the branch
-    runs only if some row takes it: a loop in it could otherwise fail or run forever
-    on inputs the branch never sees in the loop."""
+def _run_on_all_rows(ctx, graph, takes, forms, b):
+    """A branch (``b``) converted for all rows, of which those where ``takes`` holds
+    keep its outputs: stacked tensors, or the parts of those in ``forms`` (where the
+    branch's form of them is recorded). Unless every op of the branch gives a result
+    for any input, the other rows compute on the inputs of a row that takes it
+    (masking.stand_ins), and the branch runs only if some row takes it: a loop in it
+    could otherwise fail or run forever on inputs the branch never sees in the loop."""
     def run(inputs):
         converted = ctx.convert_function(graph, inputs)
-        return with_effects([converted.stacked(j) for j in range(len(ctx.op.outputs))],
-                            converted.side_effects)[:-1]
+        outs = []
+        for j, value in enumerate(converted.outputs):
+            if j in forms:
+                forms[j][b] = ragged_branches.Form.of(value)
+                outs.append(ragged_branches.parts(value, lambda _, j=j: converted.stacked(j)))
+            else:
+                outs.append(converted.stacked(j))
+        return with_effects(outs, converted.side_effects)[:-1]
 
     if masking.total(graph):
         return run(list(ctx.inputs[1:]))
     rows = masking.stand_ins(takes)
-    inputs = [Stacked(tensor=tf.gather(v.tensor, rows)) if v.is_stacked else v
+    inputs = [ragged_branches.rows_of(v, rows) if v.is_stacked else v
               for v in ctx.inputs[1:]]
     shapes = [tf.TensorShape([ctx.n_static]).concatenate(t.shape) for t in ctx.op.outputs]
     if not all(s[1:].is_fully_defined() for s in shapes):
@@ -269,8 +341,28 @@ def convert_stacked_selector(ctx):
     return plan.assemble(positions, flats)
 
 
+def convert_ragged_invariant_selector(ctx):
+    """An invariant selector with ragged inputs (others: convert_invariant_selector)."""
+    if not any(v.code == "R" for v in ctx.inputs):
+        return ctx.decline("no ragged input")
+    return convert_invariant_selector(ctx)
+
+
+def convert_ragged_stacked_selector(ctx):
+    """A stacked selector with ragged inputs (others: convert_stacked_selector)."""
+    if not any(v.code == "R" for v in ctx.inputs):
+        return ctx.decline("no ragged input")
+    return convert_stacked_selector(ctx)
+
+
 def register(registry):
     ops = ["If", "StatelessIf", "Case", "StatelessCase"]
     # Views travel into the branches as they are (the branches' converters know them).
     registry.add(ops, convert_invariant_selector, inputs="U*...", views=True)
     registry.add(ops, convert_stacked_selector, inputs="S*...", views=True)
+    # Ragged values too, after assert_guards.py's converter (priority -1), which checks
+    # a guard of ragged data with one Assert instead of running its branches.
+    registry.add(ops, convert_ragged_invariant_selector, inputs="U?...", views=True,
+                 priority=-2)
+    registry.add(ops, convert_ragged_stacked_selector, inputs="S?...", views=True,
+                 priority=-2)

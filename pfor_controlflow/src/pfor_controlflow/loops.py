@@ -260,9 +260,10 @@ def _lists_refused(loop, per_iteration):
 
 
 # What a loop may do to a list whose rows hold their own numbers of items where every
-# row's items stay where that row's steps look for them: address items by index.
+# row's items stay where that row's steps look for them: address items by index (and
+# add lists item by item, as a gradient loop adds a read's gradient).
 _BY_INDEX = frozenset({"Identity", "TensorListSetItem", "TensorListGetItem",
-                       "TensorListResize", "TensorListElementShape"})
+                       "TensorListResize", "TensorListElementShape", "AddN"})
 
 
 def _ragged_counts_refused(loop, k, value, per_iteration):
@@ -292,7 +293,7 @@ def _list_ops(body, k) -> set:
             seen.add(id(op))
             found.add(op.type)
             if op.type in ("Identity", "TensorListSetItem", "TensorListResize",
-                           "TensorListPushBack", "TensorListPopBack"):
+                           "TensorListPushBack", "TensorListPopBack", "AddN"):
                 pending.append(op.outputs[0])
     return found
 

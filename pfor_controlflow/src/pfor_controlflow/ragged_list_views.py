@@ -7,7 +7,9 @@ its body sees them as a ``RaggedListView`` saying which rows it converts (``rows
 write pads the old item and the new rows to a common size and scatters the rows in,
 their shapes beside them; reads gather the rows. After the loop each row holds its own
 number of items (``RaggedList.counts``), pushes at the end of its list
-(``right_aligned``), as list_views.py leaves plain lists. (The masked loop, which XLA
+(``right_aligned``), as list_views.py leaves plain lists. A gradient loop adds lists
+it made for its rows (a read's gradient) to the one it carries: AddN scatters them
+into the view's rows. (The masked loop, which XLA
 and an outer pfor need, does not carry these lists: such a loop declines them.)
 """
 
@@ -21,7 +23,8 @@ from pfor_core.extend import Decline, Invariant, View
 from pfor_controlflow import list_views
 from pfor_controlflow.list_views import right_align_items
 from pfor_controlflow.ragged_lists import (RaggedList, _item, _largest, _rank_of, _read,
-                                           stack_items)
+                                           as_ragged_list, stack_items)
+from pfor_controlflow.tensor_lists import _summed_dtype
 
 _R = tf.raw_ops
 
@@ -268,6 +271,47 @@ def convert_ragged_view_pop_back(ctx):
             _read(ctx, _rows(view, padded), _rows(view, sizes), view.rank, ctx.op.outputs[1])]
 
 
+def convert_ragged_view_add_lists(ctx):
+    """AddN of a list a loop over some rows sees and lists of those rows (a gradient
+    loop adds the gradient of a read, a list it made for its rows, to the gradient of
+    the list it carries): every list's items as whole elements, the others' scattered
+    into the view's rows, padded to the largest and added; the sizes the largest."""
+    views = [v for v in ctx.inputs if isinstance(v, RaggedListView)]
+    if not views or ctx.op.outputs[0].dtype != tf.variant:
+        raise Decline("no list of ragged items seen by a loop over some iterations")
+    view, dtype = views[0], _summed_dtype(ctx)
+    if dtype is None:
+        raise Decline("the lists' element dtype is not known here")
+    wholes = []
+    for value in ctx.inputs:
+        if isinstance(value, RaggedListView):
+            if value.rows is not view.rows or value.rank != view.rank:
+                raise Decline("lists seen by different loops")
+            wholes.append(stack_items(_N(view.width), RaggedList(
+                tensor=value.tensor, shapes=value.shapes, rank=value.rank), dtype))
+            continue
+        items, sizes = stack_items(ctx, as_ragged_list(ctx, value, view.rank, dtype), dtype)
+        at = view.rows[:, None]
+        wholes.append(tuple(
+            tf.transpose(_scatter(tf.zeros(tf.concat([_whole(view), tf.shape(x)[:1],
+                                                      tf.shape(x)[2:]], 0), x.dtype),
+                                  at, _swap01(x)), [1, 0] + list(range(2, x.shape.rank)))
+            for x in (items, sizes)))
+    count = tf.reduce_max(tf.stack([tf.shape(items)[0] for items, _ in wholes]))
+    dims = tf.reduce_max(tf.stack([tf.shape(items, out_type=tf.int32)[2:]
+                                   for items, _ in wholes]), 0)
+    lead = tf.stack([count, tf.cast(view.width, tf.int32)])
+    items = tf.add_n([_pad_to(x, tf.concat([lead, dims], 0)) for x, _ in wholes])
+    sizes = tf.reduce_max(tf.stack([_pad_to(s, tf.concat([lead, [view.rank]], 0))
+                                    for _, s in wholes]), 0)
+    return view.again(_R.TensorListFromTensor(tensor=items, element_shape=-1),
+                      _R.TensorListFromTensor(tensor=sizes, element_shape=_sizes_element(view)))
+
+
+def _swap01(x):
+    return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
+
+
 def convert_ragged_view_length(ctx):
     return list_views.view_length(ctx, _view(ctx))
 
@@ -291,5 +335,6 @@ def register(registry):
             ("TensorListGetItem", convert_ragged_view_get_item_at_rows, "SS?"),
             ("TensorListResize", convert_ragged_view_resize_rows, "SS"),
             ("TensorListLength", convert_ragged_view_length, "S"),
-            ("TensorListElementShape", convert_ragged_view_element_shape, "S")):
+            ("TensorListElementShape", convert_ragged_view_element_shape, "S"),
+            ("AddN", convert_ragged_view_add_lists, "*...")):
         registry.add(op_type, fn, inputs=inputs, priority=30, narrow=True)

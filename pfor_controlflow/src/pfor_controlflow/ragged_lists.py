@@ -12,7 +12,9 @@ form, so list ops without a converter here decline and the fallback refuses it.
 
 A loop whose trip count differs per iteration leaves each row its own number of items
 (``counts``; at the end of each row's list with ``right_aligned``, as pushes leave
-them for the gradient loop that pops them): reads check or use them.
+them for the gradient loop that pops them): reads check or use them. A gradient loop
+makes such lists too (TensorListReserve of each row's size, the gradient of a read),
+of plain items as well: they are kept as lists of ragged items.
 """
 
 from __future__ import annotations
@@ -159,7 +161,8 @@ def _ragged_list(ctx, k=0, counts=False) -> RaggedList:
         raise ConversionError(
             f"pfor: {ctx.op_type} '{ctx.op.name}' reads a tensor list of items whose shape "
             "differs between iterations, and whose iterations hold different numbers of "
-            "items (a while loop with per-iteration trip counts grew it); pfor reads such "
+            "items (a while loop with per-iteration trip counts grew it, or it was made "
+            "with a per-iteration size); pfor reads such "
             "a list by concat, size or item, not this way. Read it inside that loop, or "
             "pad it to a fixed number of items.")
     return value
@@ -267,8 +270,10 @@ def stack_items(ctx, value, dtype):
     def body(t, padded):
         item = _R.TensorListGetItem(input_handle=value.tensor, index=t, element_dtype=dtype,
                                     element_shape=whole)  # (an unset item: zeros)
-        grow = whole - tf.shape(item, out_type=tf.int32)
-        item = tf.pad(item, tf.stack([tf.zeros_like(grow), grow], 1))
+        # (an item may be padded past its sizes: cut to the largest)
+        grow = tf.maximum(whole - tf.shape(item, out_type=tf.int32), 0)
+        item = tf.slice(tf.pad(item, tf.stack([tf.zeros_like(grow), grow], 1)),
+                        tf.zeros_like(whole), whole)
         return t + 1, _R.TensorListSetItem(input_handle=padded, index=t, item=item)
 
     padded = tf.while_loop(lambda t, _: t < count, body, (tf.constant(0), padded))[1]
@@ -457,6 +462,39 @@ def convert_ragged_concat(ctx):
     return [joined, Ragged.from_stacked(firsts, [value.counts])]
 
 
+def _reserved_rank(op):
+    """The rank of the items of the list ``op`` makes: from its element shape, else
+    from the items written into it."""
+    shape = op.inputs[0].shape
+    if shape.rank == 1 and shape[0] is not None:
+        return shape[0]
+    ranks = {c.inputs[2].shape.rank for c in op.outputs[0].consumers()
+             if c.type == "TensorListSetItem"}
+    return ranks.pop() if len(ranks) == 1 and None not in ranks else None
+
+
+def convert_reserve_rows(ctx):
+    """TensorListReserve of a per-row number of items in a loop of the body (a gradient
+    loop's gradient of a read, sized as each row's list was at that step): a list of
+    (possibly ragged) items whose rows hold their own numbers of items, at the start of
+    each row's list, all unset (an unset item reads as zeros of its sizes, zero)."""
+    if not ctx.in_body_loop:  # a list made once per iteration: a clear refusal instead
+        raise Decline("a list of per-iteration size outside a loop of the body")
+    rank = _reserved_rank(ctx.op)
+    if rank is None:
+        raise Decline("items of unknown rank")
+    dtype = ctx.attr("element_dtype")
+    if dtype == tf.variant:
+        raise Decline("a list of lists")
+    counts = tf.cast(ctx.stacked(1), tf.int32)
+    count = tf.reduce_max(tf.concat([counts, [0]], 0))
+    return RaggedList(
+        tensor=_R.TensorListReserve(element_shape=-1, num_elements=count, element_dtype=dtype),
+        shapes=_R.TensorListReserve(element_shape=_shapes_element(ctx, rank),
+                                    num_elements=count, element_dtype=tf.int32),
+        rank=rank, counts=counts)
+
+
 def convert_ragged_split(ctx):
     """A tensor split along its first dimension into items of per-row lengths (the
     gradient of a concat): a list of ragged items; where the lengths are ragged (rows
@@ -511,6 +549,7 @@ def register(registry):
         narrow=True)
     add("TensorListConcatV2", convert_ragged_concat, inputs="SUU", priority=20, narrow=True)
     add("TensorListSplit", convert_ragged_split, inputs="R??", priority=20)
+    add("TensorListReserve", convert_reserve_rows, inputs="*S", priority=20)
     add("TensorListResize", convert_ragged_resize, inputs="SU", priority=20, narrow=True)
     add("ZerosLike", convert_ragged_zeros_like, inputs="S", priority=20, narrow=True)
     add("AddN", convert_ragged_add_lists, inputs="*...", priority=20, narrow=True)

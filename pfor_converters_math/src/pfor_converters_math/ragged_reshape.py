@@ -1,6 +1,7 @@
 """``Reshape`` to a per-iteration shape: every iteration's elements, in row-major
 order, laid out in its own target shape (the gradient of ``tf.boolean_mask`` reshapes
-to the shape of its input, which differs between iterations).
+to the shape of its input, which differs between iterations; a sum's gradient
+reshapes its invariant incoming gradient to a shape computed from a ragged input).
 
 The elements are taken out of the padding one iteration after another (``to_flat``),
 the ``-1`` of each target is resolved against that iteration's element count (which
@@ -16,11 +17,14 @@ import tensorflow as tf
 from pfor_core.extend import Decline, Ragged, Stacked, ragged_from_flat
 
 
-def _flat(value):
+def _flat(value, n):
     """Elements of every iteration in order, and each iteration's element count."""
     if isinstance(value, Ragged):
         flat, shapes = value.to_flat()
         return flat, tf.reduce_prod(shapes, axis=1)
+    if not value.is_stacked:  # every iteration reshapes the same elements
+        elements = tf.reshape(value.tensor, [-1])
+        return tf.tile(elements, tf.reshape(n, [1])), tf.fill([n], tf.size(elements))
     tensor = value.tensor
     n = tf.shape(tensor, out_type=tf.int32)[0]
     count = tf.reduce_prod(tf.shape(tensor, out_type=tf.int32)[1:])
@@ -28,7 +32,8 @@ def _flat(value):
 
 
 def convert_reshape_per_iteration(ctx):
-    """Reshape of a stacked or ragged value to a per-iteration (stacked) shape."""
+    """Reshape of a value (ragged, stacked or invariant) to a per-iteration (stacked)
+    shape."""
     if ctx.compiled:
         raise Decline("padded sizes have no static bound under XLA")
     x, shape = ctx.inputs
@@ -36,7 +41,7 @@ def convert_reshape_per_iteration(ctx):
     rank = targets.shape[1] if targets.shape.rank == 2 else None
     if rank is None:
         raise Decline("the target rank is not static")
-    flat, counts = _flat(x)
+    flat, counts = _flat(x, ctx.n)
     # A -1 takes what the other dimensions leave of the iteration's elements.
     unknown = tf.equal(targets, -1)
     known = tf.reduce_prod(tf.where(unknown, 1, targets), axis=1)
@@ -61,3 +66,4 @@ def register(registry):
     registry.add("Reshape", convert_reshape_per_iteration, inputs="RS")
     # After shape_ops' converters for a target proven the same in every iteration.
     registry.add("Reshape", convert_reshape_per_iteration, inputs="SS", priority=-1)
+    registry.add("Reshape", convert_reshape_per_iteration, inputs="US", priority=-1)
