@@ -9,6 +9,10 @@ output's buffer (pfor_core/chunk_buffers.py), so the peak holds the output once 
 the budget. An unbounded run whose output alone would take more than half this
 machine's memory is skipped. Run:
     .venv/bin/python benchmarks/memory_budget.py [--batch 512 1024 4096] [--budget-mib 1024]
+    .venv/bin/python benchmarks/memory_budget.py --model conv --batch 512 --budget-mib 128
+``--model conv`` is a small all-convolutional net on 32x32x3 images (three 3x3
+convolutions of 32 channels, global average pooling, a dense layer): 20k parameters,
+so its per-example gradients are small next to the work that makes them.
 """
 
 import argparse
@@ -40,12 +44,21 @@ def measure(fn, repeats=3):
     return peak, best
 
 
+def conv_model():
+    layers = [keras.Input([32, 32, 3])]
+    layers += [keras.layers.Conv2D(32, 3, padding="same", activation="relu") for _ in range(3)]
+    layers += [keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)]
+    return keras.Sequential(layers)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch", type=int, nargs="*", default=[512, 1024])
     parser.add_argument("--budget-mib", type=int, default=1024)
+    parser.add_argument("--model", choices=("mnist", "conv"), default="mnist")
     args = parser.parse_args()
-    model = build_model()
+    model = build_model() if args.model == "mnist" else conv_model()
+    image = [28, 28, 1] if args.model == "mnist" else [32, 32, 3]
     variables = model.trainable_variables
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     per_example = sum(v.shape.num_elements() for v in variables) * 4
@@ -56,7 +69,7 @@ def main():
     mib = 1 << 20
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     for n in args.batch:
-        x = tf.random.normal([n, 28, 28, 1], seed=1)
+        x = tf.random.normal([n] + image, seed=1)
         y = tf.random.uniform([n], 0, 10, tf.int32, seed=2)
         loss_fn = lambda xi, yi: loss(yi, model(xi, training=False))
         unbounded = None
@@ -71,7 +84,7 @@ def main():
             rows.append((n, label, chunk, f"{per_example * n / mib:,.0f}", f"{peak / mib:,.0f}",
                          f"{(peak - per_example * n) / mib:,.0f}", f"{n / seconds:,.0f}",
                          f"{unbounded / seconds:.2f}x" if budget and unbounded else ""))
-    print(header("Per-example gradients of the MNIST model under a memory budget"))
+    print(header(f"Per-example gradients of the {args.model} model under a memory budget"))
     print(table(("batch", "budget", "chunk", "output MiB", "peak MiB",
                  "peak - output MiB", "examples/s", "vs unbounded"), rows))
 
