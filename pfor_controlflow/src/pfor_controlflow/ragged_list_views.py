@@ -19,36 +19,24 @@ import dataclasses
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Invariant, View
+from pfor_core.extend import Decline, Invariant
 from pfor_controlflow import list_views
 from pfor_controlflow.list_views import right_align_items
-from pfor_controlflow.ragged_lists import (RaggedList, _item, _largest, _rank_of, _read,
-                                           as_ragged_list, stack_items)
+from pfor_controlflow.ragged_lists import (PaddedItems, RaggedList, _item, _largest,
+                                           _rank_of, _read, as_ragged_list, stack_items)
 from pfor_controlflow.tensor_lists import _summed_dtype
 
 _R = tf.raw_ops
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class RaggedListView(View):
+class RaggedListView(PaddedItems):
     """A list of ragged items of ``width`` rows seen by a conversion of some of them:
     ``tensor`` and ``shapes`` are the whole loop's lists (elements ``[width, ...]``)."""
 
-    shapes: tf.Tensor
-    rank: int
     width: tf.Tensor
     rows: tf.Tensor  # int32 [m]: the rows being converted
     aligned: bool = False  # the running rows hold as many items as the whole list
-
-    def materialize(self):
-        return Decline("a tensor list of items whose shape differs between iterations "
-                       "has no stacked form")
-
-    def again(self, handle, shapes) -> "RaggedListView":
-        return dataclasses.replace(self, tensor=handle, shapes=shapes)
-
-    def pair(self) -> tuple:
-        return (self.tensor, self.shapes)
 
 
 def view_of(value, width, rows, aligned=False) -> RaggedListView:

@@ -30,7 +30,27 @@ _R = tf.raw_ops
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class RaggedList(View):
+class PaddedItems(View):
+    """A list of padded items (``tensor``) with the list of their shapes (``shapes``),
+    of per-iteration rank ``rank``: what RaggedList and the loop's view of one share."""
+
+    shapes: tf.Tensor
+    rank: int
+
+    def materialize(self):
+        return Decline("a tensor list whose items differ in shape between iterations has "
+                       "no stacked form")
+
+    def again(self, handle, shapes):
+        return dataclasses.replace(self, tensor=handle, shapes=shapes)
+
+    def pair(self) -> tuple:
+        """What a while loop carries for it."""
+        return (self.tensor, self.shapes)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RaggedList(PaddedItems):
     """A stacked list of items whose shape differs between iterations: ``tensor`` is
     the list of padded items (``[n, ...]``), ``shapes`` the list of their shapes
     (int32 ``[n, rank]``), ``rank`` the items' per-iteration rank; ``counts`` (int32
@@ -38,22 +58,9 @@ class RaggedList(View):
     hold all), at the end of each row's list with ``right_aligned``; ``counts_known``
     is False where a loop shrank the list so that the counts are not tracked."""
 
-    shapes: tf.Tensor
-    rank: int
     counts: tf.Tensor | None = None
     right_aligned: bool = False
     counts_known: bool = True
-
-    def materialize(self):
-        return Decline("a tensor list whose items differ in shape between iterations has "
-                       "no stacked form")
-
-    def again(self, handle, shapes) -> "RaggedList":
-        return dataclasses.replace(self, tensor=handle, shapes=shapes)
-
-    def pair(self) -> tuple:
-        """What a while loop carries for it."""
-        return (self.tensor, self.shapes)
 
     def stand_in(self, original=None, n_static=None) -> "RaggedList":  # pylint: disable=unused-argument
         """A placeholder of this layout (trial conversions, loop-variable stand-ins)."""
