@@ -64,7 +64,7 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
     body = trace_body(loop_fn)
     k = options.parallel_iterations
     if k == "auto" and n_static != 0:
-        k = _balanced(_fit(body, options), n_static)
+        k = _balanced(_fit(body, options, n_static), n_static)
     elif k == "auto":
         k = None
     if n_static == 0 and empty.possible(body):
@@ -79,14 +79,15 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
     return body.pack(outputs)
 
 
-def _fit(body, options: Options, measure=None) -> int:
-    """The chunk size for ``options.memory_budget`` (see budget.py)."""
+def _fit(body, options: Options, n_static=None, measure=None) -> int:
+    """The chunk size for ``options.memory_budget`` (see budget.py); ``n_static`` where
+    all iterations fit beyond their outputs."""
     probe_options = dataclasses.replace(options, fallback="loop", parallel_iterations=None)
 
     def convert(n):
         conversion = _conversion(probe_options, [], tf.range(n), tf.constant(0),
                                  tf.constant(n), n)
-        _finish(conversion, conversion.convert_body(body), body, probe_options)
+        return _finish(conversion, conversion.convert_body(body), body, probe_options)
 
     profile = budget.static_profile(convert)
     if profile is None and measure is None:
@@ -95,7 +96,7 @@ def _fit(body, options: Options, measure=None) -> int:
             "not all static here, so pfor cannot estimate its memory; call pf.pfor eagerly "
             "(it then measures a run), or pass parallel_iterations=k.")
     profile = profile or measure()
-    return profile.chunk_size(options.memory_budget or budget.default_budget())
+    return profile.chunk_size(options.memory_budget or budget.default_budget(), n_static)
 
 
 def _balanced(k: int, n_static: int | None) -> int:
@@ -128,7 +129,7 @@ def _fit_eagerly(loop_fn, n_static, options: Options) -> Options:
             lambda: build(loop_fn, min(k, n_static), fixed)))
         return budget.measured_profile(run)
 
-    chunk = _balanced(_fit(body, options, measure), n_static)
+    chunk = _balanced(_fit(body, options, n_static, measure), n_static)
     return dataclasses.replace(options, parallel_iterations=chunk)
 
 
