@@ -4,9 +4,11 @@
 converted body's static shapes; this runs it against the unbounded call, side by side:
 the chunk size chosen, peak memory above what was live before the call (TensorFlow's
 CPU allocator), and examples per second. The per-example gradients themselves (the
-output, 4.4 MB per example) are reported apart: each chunk copies its rows into the
+output, 4.4 MB per example) are reported apart: the budget bounds what the call holds
+beyond them. The dense layers' weight gradients are made after the chunks from the
+small values the chunks return (pfor_core/chunk_tails.py), the others copied into the
 output's buffer (pfor_core/chunk_buffers.py), so the peak holds the output once plus
-the budget. An unbounded run whose output alone would take more than half this
+the budget. The two calls of a batch are timed in turns. An unbounded run whose output alone would take more than half this
 machine's memory is skipped. Run:
     .venv/bin/python benchmarks/memory_budget.py [--batch 512 1024 4096] [--budget-mib 1024]
     .venv/bin/python benchmarks/memory_budget.py --model conv --batch 512 --budget-mib 128

@@ -14,7 +14,8 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph
 from tensorflow.python.ops import control_flow_util
 
-from pfor_core import autograph, budget, checks, empty, mapped, outputs as outputs_, staging
+from pfor_core import (autograph, budget, checks, chunk_tails, empty, mapped,
+                       outputs as outputs_, staging)
 from pfor_core.plugins import default_registry
 from pfor_core.trace import trace_body
 from pfor_core.walk import Chunks, Conversion, Options, Reported
@@ -75,8 +76,19 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
         else:
             outputs = _convert_all(body, n, n_static, options, records)
     else:
-        outputs = _convert_chunked(body, n, n_static, k, options, records)
+        outputs = _convert_in_chunks(body, n, n_static, k, options, records)
     return body.pack(outputs)
+
+
+def _convert_in_chunks(body, n, n_static, k, options, records):
+    """Chunks, and the outputs that expanding ops make after them (chunk_tails.py)."""
+    tails = chunk_tails.split(body)
+    if tails is None:
+        return _convert_chunked(body, n, n_static, k, options, records)
+    parts = _convert_chunked(tails.body, n, n_static, k, options, records)
+    indices = tf.range(n) if n_static is None else tf.range(n_static)
+    conversion = _conversion(options, records, indices, tf.constant(0), n, n_static)
+    return chunk_tails.finish(tails, parts, conversion)
 
 
 def _fit(body, options: Options, n_static=None, measure=None) -> int:
