@@ -172,3 +172,25 @@ def test_under_xla_with_sizes_known_when_compiling():
     got = tf.function(lambda: pf.pfor(lambda i: body(0, i), 4, fallback="error"),
                       jit_compile=True)()
     testing.assert_allclose(got, tf.stack([body(0, tf.constant(i)) for i in range(4)]))
+
+
+def test_gradients_through_a_loop_of_per_iteration_maximum_iterations():
+    """The loop's accumulators are EmptyTensorLists capped at each iteration's own
+    maximum_iterations: one list under the largest cap."""
+    x = _x(4, 3, seed=6)
+    w = tf.Variable(np.eye(3, dtype=np.float32) * 0.5)
+    caps = tf.constant([1, 3, 0, 2])
+
+    def body(i):
+        xi = tf.gather(x, i)
+        with tf.GradientTape() as tape:
+            _, h = tf.while_loop(
+                lambda k, h: k < 10,
+                lambda k, h: (k + 1, tf.tanh(tf.linalg.matvec(w, h) + xi)),
+                (0, xi), maximum_iterations=tf.gather(caps, i))
+            loss = tf.reduce_sum(h ** 2)
+        return tape.gradient(loss, w, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+    got = testing.assert_matches_loop(body, 4, graph=True, rtol=1e-5, atol=1e-6)
+    assert got.shape == (4, 3, 3)
+    assert float(tf.reduce_max(tf.abs(got[2]))) == 0.0  # no step: no gradient

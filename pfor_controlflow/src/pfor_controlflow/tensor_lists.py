@@ -651,12 +651,21 @@ def convert_new_list(ctx):
     """TensorListReserve / EmptyTensorList reach a converter only with a per-iteration
     size or element shape. A TensorListReserve of a per-iteration size (one element
     shape): a list as long as the longest, each row holding its own number of items at
-    its start, all unset (they read as zeros, as in the loop)."""
+    its start, all unset (they read as zeros, as in the loop). An EmptyTensorList of a
+    per-iteration cap: one empty list under the largest."""
     shape = _invariant_input(ctx, 0, "element shape")
     dtype = ctx.attr("element_dtype")
-    if ctx.op_type != "TensorListReserve" or dtype == tf.variant:
+    if dtype == tf.variant:
         _invariant_input(ctx, 1, "list size")
         raise AssertionError("unreachable: an input is stacked")  # pragma: no cover
+    if ctx.op_type == "EmptyTensorList":
+        # Every row's list starts empty: only the cap on its size differs (a while
+        # loop's accumulator, capped at its per-iteration maximum_iterations, which its
+        # pushes never pass): one list under the largest cap (-1: none).
+        caps = tf.cast(ctx.stacked(1), tf.int32)
+        cap = tf.where(tf.reduce_any(caps < 0), -1, tf.reduce_max(tf.concat([caps, [0]], 0)))
+        return Stacked(tensor=_R.EmptyTensorList(
+            element_shape=_prepend_n(ctx, shape), max_num_elements=cap, element_dtype=dtype))
     sizes = tf.cast(ctx.stacked(1), tf.int32)
     sizes = then(tf.debugging.assert_non_negative(sizes, message=(
         f"pfor: {ctx.op_type} '{ctx.op.name}' makes a tensor list of negative size")), sizes)
