@@ -187,7 +187,7 @@ def raise_clear_error(err) -> None:
         end = text.find("(pad to a fixed size).", start)
         end = len(text) if end < 0 else end + len("(pad to a fixed size).")
         raise ValueError(text[start:end].replace("\\'", "'")) from err
-    if "TensorArray" in text and "shape" in text:
+    if "TensorArray" in text and "shape" in text and "pfor: " not in text:  # (not ours)
         raise ValueError(
             "loop_fn makes values of different shapes in different iterations at an op "
             "whose output has no static rank (such as tf.numpy_function or "

@@ -194,3 +194,120 @@ def test_gradients_through_a_loop_of_per_iteration_maximum_iterations():
     got = testing.assert_matches_loop(body, 4, graph=True, rtol=1e-5, atol=1e-6)
     assert got.shape == (4, 3, 3)
     assert float(tf.reduce_max(tf.abs(got[2]))) == 0.0  # no step: no gradient
+
+
+# -- items that differ in shape between iterations (ragged_list_rows.py) ---------------------
+def _graph_loop(body, n):
+    """The loop in a graph: an eager TensorArray of items of unknown shape cannot
+    concat or stack them."""
+    return tf.function(lambda: [body(tf.constant(j)) for j in range(n)])()
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_drawn_ragged_items_at_drawn_positions(data):
+    n = data.draw(st.integers(1, 4), label="n")
+    sizes = data.draw(st.lists(st.integers(1, 3), min_size=n, max_size=n), label="sizes")
+    lengths = data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n), label="lengths")
+    positions = [data.draw(st.integers(0, s - 1), label="position") for s in sizes]
+    stacked_position = data.draw(st.booleans(), label="stacked position")
+    x = _x(n, 6, seed=7)
+    size_of, length_of, position_of = (tf.constant(v) for v in (sizes, lengths, positions))
+
+    def body(i):
+        ta = tf.TensorArray(tf.float32, size=tf.gather(size_of, i), infer_shape=False,
+                            element_shape=[None], clear_after_read=False)
+        where = tf.gather(position_of, i) if stacked_position else 0
+        ta = ta.write(where, tf.sin(tf.gather(x, i)[:tf.gather(length_of, i)]))
+        return tf.reduce_sum(ta.read(where)), ta.size(), tf.reduce_sum(ta.read(0) * 2.0)
+
+    got = pf.pfor(body, n, fallback="error")
+    testing.assert_same_results(got, tuple(tf.stack(v) for v in zip(*_graph_loop(body, n))))
+    assert got[1].numpy().tolist() == sizes
+
+
+def test_ragged_items_stack_and_concat_row_by_row():
+    x = _x(4, 6, seed=8)
+    sizes, lengths = tf.constant([1, 2, 3, 2]), tf.constant([2, 0, 3, 1])
+
+    def body(i):
+        ta = tf.TensorArray(tf.float32, size=tf.gather(sizes, i), infer_shape=False,
+                            element_shape=[None])
+        item = tf.gather(x, i)[:tf.gather(lengths, i)]
+        for t in range(3):  # every item set (the loop's concat needs them all)
+            ta = ta.write(tf.minimum(t, tf.gather(sizes, i) - 1), item * float(t + 1))
+        return ta.stack(), ta.concat()
+
+    got = pf.pfor(body, 4, fallback="error", ragged_outputs=True)
+    want = _graph_loop(body, 4)
+    ragged_loop.assert_rows_match(got[0], [w[0] for w in want])
+    ragged_loop.assert_rows_match(got[1], [w[1] for w in want])
+    assert [len(row) for row in got[0].to_list()] == [1, 2, 3, 2]
+    assert got[1].row_lengths().numpy().tolist() == [2, 0, 9, 2]
+
+
+def test_a_concat_of_plain_items_of_per_iteration_numbers_is_a_clear_error():
+    x = _x(4, 6, seed=8)
+
+    def body(i):
+        ta = tf.TensorArray(tf.float32, size=i + 1, element_shape=[2])
+        return ta.write(0, tf.gather(x, i)[:2]).concat()
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="by stack"):
+        pf.pfor(body, 4, fallback="error", ragged_outputs=True)
+
+
+def test_gradients_through_ragged_items_at_per_iteration_positions():
+    x = _x(4, 6, seed=9)
+
+    def body(i):
+        xi = tf.gather(x, i)
+        with tf.GradientTape() as tape:
+            tape.watch(xi)
+            ta = tf.TensorArray(tf.float32, size=i + 2, infer_shape=False,
+                                element_shape=[None], clear_after_read=False)
+            ta = ta.write(i + 1, tf.sin(xi[:i + 1])).write(0, xi[:2])
+            loss = tf.reduce_sum(ta.read(i + 1) ** 2) + tf.reduce_sum(tf.sin(ta.read(0)))
+        return tape.gradient(loss, xi)
+
+    got = pf.pfor(body, 4, fallback="error")
+    testing.assert_allclose(got, tf.stack(_graph_loop(body, 4)), rtol=1e-5, atol=1e-6)
+    assert got.shape == (4, 6)
+
+
+@pytest.mark.parametrize("stacked_position", [True, False])
+def test_ragged_items_past_an_iterations_end_fail_like_the_loop(stacked_position):
+    x = _x(3, 6, seed=10)
+    sizes = tf.constant([2, 1, 3])
+
+    def body(i):
+        ta = tf.TensorArray(tf.float32, size=tf.gather(sizes, i), infer_shape=False,
+                            element_shape=[None])
+        where = i if stacked_position else 1  # row 1 holds one item
+        return tf.reduce_sum(ta.write(where, tf.gather(x, i)[:i + 1]).stack())
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="writes a tensor list item past"):
+        pf.pfor(body, 3, fallback="error")
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        _graph_loop(body, 3)
+
+
+def test_stack_of_ragged_items_a_loop_of_per_iteration_steps_wrote():
+    x = _x(4, 6, seed=11)
+    steps, lengths = tf.constant([2, 1, 3, 1]), tf.constant([3, 2, 0, 6])  # (no empty list:
+    # the loop cannot stack one of unknown element shape)
+
+    def body(i):
+        def step(t, ta):
+            item = tf.gather(x, i)[:tf.gather(lengths, i)]
+            return t + 1, ta.write(t, item * tf.cast(t + 1, tf.float32))
+
+        ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False,
+                            element_shape=[None])
+        _, ta = tf.while_loop(lambda t, ta: t < tf.gather(steps, i), step, (0, ta))
+        return ta.stack()
+
+    got = pf.pfor(body, 4, fallback="error", ragged_outputs=True)
+    want = _graph_loop(body, 4)
+    ragged_loop.assert_rows_match(got, want)
+    assert [len(row) for row in got.to_list()] == [2, 1, 3, 1]

@@ -105,12 +105,16 @@ def test_gradient_through_a_concat_of_ragged_items(steps, shape):
     assert got.shape == [4, 5, 6]
 
 
-def test_a_ragged_list_of_a_per_iteration_loop_refuses_other_reads_clearly():
+def test_a_stack_of_a_per_iteration_loops_items_of_different_sizes_fails_like_the_loop():
+    """Each row stacks its own items (ragged_list_rows.py); items of different sizes
+    within a row do not stack, in the loop either."""
     def body(i):
         _, ta = _write_kept(X, STEPS, [None])(i, tf.gather(X, i))
         return tf.reduce_sum(ta.stack())
 
-    with pytest.raises(pf.ConversionError, match="different numbers of items"):
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.function(lambda: [body(tf.constant(j)) for j in range(4)])()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="do not stack"):
         pf.pfor(body, 4, fallback="error")
 
 

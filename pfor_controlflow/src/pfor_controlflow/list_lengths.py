@@ -82,8 +82,8 @@ def same_lengths(ctx, value) -> tf.Tensor:
     check = tf.debugging.assert_equal(
         lengths, tf.fill(tf.shape(lengths), tf.reduce_max(lengths)), message=(
             f"pfor: {ctx.op_type} '{ctx.op.name}' reads a whole tensor list whose "
-            "iterations hold different numbers of items (a while loop with per-iteration "
-            "trip counts grew it), so its value would differ in shape between iterations; "
-            "pfor stacks values, so every iteration must have the same shape (pad the "
-            "list to a fixed size, or read it item by item)."))
+            "iterations hold different numbers of items (it was made with a per-iteration "
+            "size, or a while loop with per-iteration trip counts grew it), which pfor "
+            "reads this way only when every iteration holds as many: pad the list to a "
+            "fixed size, or read it item by item or by stack()."))
     return then(check, value.tensor)

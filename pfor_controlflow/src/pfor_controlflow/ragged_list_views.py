@@ -19,11 +19,12 @@ import dataclasses
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Invariant
+from pfor_core.extend import Decline, Invariant, Stacked
 from pfor_controlflow import list_views
 from pfor_controlflow.list_views import right_align_items
-from pfor_controlflow.ragged_lists import (PaddedItems, RaggedList, _item, _largest,
-                                           _rank_of, _read, as_ragged_list, stack_items)
+from pfor_controlflow.ragged_lists import (PaddedItems, RaggedList, _largest, _rank_of,
+                                           as_ragged_list, item_parts, known_counts,
+                                           read_item, stack_items)
 from pfor_controlflow.tensor_lists import _summed_dtype
 
 _R = tf.raw_ops
@@ -141,7 +142,7 @@ def _item_of(ctx, view, k):
     item = ctx.inputs[k]
     if _rank_of(item) != view.rank:
         raise Decline(f"an item of rank {_rank_of(item)} in a list of items of rank {view.rank}")
-    return _item(ctx, item)
+    return item_parts(ctx, item)
 
 
 def _per_row(convert):
@@ -153,12 +154,30 @@ def _per_row(convert):
             return convert(ctx, value)
         if not isinstance(value, RaggedList):
             raise Decline("not a list of ragged items")
+        if value.counts is not None or not value.counts_known:
+            ctx = _checked_own(ctx, value)
         view = view_of(value, ctx.n, rows=tf.range(tf.cast(ctx.n, tf.int32)))
         out = convert(ctx, view)
         return value.again(*out.pair()) if isinstance(out, RaggedListView) else out
     on_any.__name__, on_any.__qualname__ = convert.__name__, convert.__qualname__
     on_any.__doc__ = convert.__doc__
     return on_any
+
+
+def _checked_own(ctx, value):
+    """``ctx`` with its per-row position into a list whose rows hold their own numbers
+    of items at their start checked inside each row's items, as the loop checks."""
+    if (value.right_aligned or ctx.in_body_loop
+            or ctx.op_type not in ("TensorListSetItem", "TensorListGetItem")):
+        return ctx  # (a gradient loop's positions: inside each row's items by design)
+    counts = known_counts(ctx, value)
+    positions = tf.cast(ctx.stacked(1), tf.int32)
+    verb = "writes" if ctx.op_type == "TensorListSetItem" else "reads"
+    inside = tf.reduce_all((positions >= 0) & (positions < counts))
+    index = ctx.check(inside, f"{verb} a tensor list item past the end of an iteration's "
+                      "list (its iterations hold different numbers of items)",
+                      tensor=ctx.inputs[1].tensor)
+    return ctx.with_inputs((ctx.inputs[0], Stacked(tensor=index)) + tuple(ctx.inputs[2:]))
 
 
 # -- converters -----------------------------------------------------------------------------
@@ -193,8 +212,11 @@ def convert_ragged_view_get_item_at_rows(ctx, view):
         raise Decline("an invariant index")
     at = _stacked_index(ctx, view)
     items, shapes = _all_items(ctx, view)
-    return _read(ctx, tf.gather_nd(items, at), tf.gather_nd(shapes, at), view.rank,
-                 ctx.op.outputs[0])
+    # (a gather refuses params of no elements: zeros then, as many as it would give)
+    padded = tf.cond(tf.size(items) > 0, lambda: tf.gather_nd(items, at),
+                     lambda: tf.zeros(tf.concat([tf.shape(at)[:1], tf.shape(items)[2:]], 0),
+                                      items.dtype))
+    return read_item(ctx, padded, tf.gather_nd(shapes, at), view.rank, ctx.op.outputs[0])
 
 
 def _only_returned(tensor) -> bool:
@@ -244,7 +266,7 @@ def convert_ragged_view_get_item(ctx):
     padded = _R.TensorListGetItem(
         input_handle=view.tensor, index=index, element_dtype=ctx.attr("element_dtype"),
         element_shape=tf.concat([_whole(view), _largest(sizes, view.rank)], 0))
-    return _read(ctx, _rows(view, padded), _rows(view, sizes), view.rank, ctx.op.outputs[0])
+    return read_item(ctx, _rows(view, padded), _rows(view, sizes), view.rank, ctx.op.outputs[0])
 
 
 def convert_ragged_view_pop_back(ctx):
@@ -256,7 +278,7 @@ def convert_ragged_view_pop_back(ctx):
                                          element_shape=_sizes_element(view),
                                          element_dtype=tf.int32)
     return [view.again(handle, shapes),
-            _read(ctx, _rows(view, padded), _rows(view, sizes), view.rank, ctx.op.outputs[1])]
+            read_item(ctx, _rows(view, padded), _rows(view, sizes), view.rank, ctx.op.outputs[1])]
 
 
 def convert_ragged_view_add_lists(ctx):

@@ -23,7 +23,8 @@ import dataclasses
 
 import tensorflow as tf
 
-from pfor_core.extend import ConversionError, Decline, Invariant, Ragged, Stacked, View
+from pfor_core.extend import (ConversionError, Decline, Invariant, Ragged, Stacked, View,
+                              usually_uniform)
 from pfor_controlflow.list_lengths import ListWithLengths
 from pfor_controlflow.tensor_lists import _element_dtype, _prepend_n, _summed_dtype, stack_list
 
@@ -82,11 +83,11 @@ def _n(ctx) -> tf.Tensor:
     return tf.reshape(tf.cast(ctx.n, tf.int32), [1])
 
 
-def _shapes_element(ctx, rank: int) -> tf.Tensor:
+def shapes_element(ctx, rank: int) -> tf.Tensor:
     return tf.concat([_n(ctx), [rank]], 0)
 
 
-def _item(ctx, value) -> tuple[tf.Tensor, tf.Tensor]:
+def item_parts(ctx, value) -> tuple[tf.Tensor, tf.Tensor]:
     """An item to store: its padded tensor and its shapes ``[n, rank]``."""
     if isinstance(value, Ragged):
         return value.padded, value.shapes()
@@ -122,7 +123,7 @@ def as_ragged_list(ctx, value, rank: int, dtype) -> RaggedList:
 
 def _shapes_list(ctx, handle, rank, dtype) -> tf.Tensor:
     """The list of the shapes of the items of the plain stacked list ``handle``."""
-    element = _shapes_element(ctx, rank)
+    element = shapes_element(ctx, rank)
     kind = getattr(getattr(handle, "op", None), "type", None)
     if kind == "TensorListReserve":  # unset items read as zero shapes, as they are unset
         return _R.TensorListReserve(element_shape=element, num_elements=handle.op.inputs[1],
@@ -144,7 +145,7 @@ def _shapes_list(ctx, handle, rank, dtype) -> tf.Tensor:
     return tf.while_loop(lambda t, _: t < length, body, (tf.constant(0), shapes))[1]
 
 
-def _read(ctx, padded, sizes, rank, original):
+def read_item(ctx, padded, sizes, rank, original):
     """A read item as a layout value: ragged along the dimensions the body does not
     know statically."""
     static = original.shape
@@ -203,7 +204,7 @@ def convert_ragged_push_back(ctx):
     if dtype == tf.variant:
         raise Decline("a list of lists")
     value = as_ragged_list(ctx, ctx.inputs[0], _rank_of(item), dtype)
-    padded, sizes = _item(ctx, item)
+    padded, sizes = item_parts(ctx, item)
     return value.again(_R.TensorListPushBack(input_handle=value.tensor, tensor=padded),
                        _R.TensorListPushBack(input_handle=value.shapes, tensor=sizes))
 
@@ -214,10 +215,10 @@ def convert_ragged_pop_back(ctx):
     handle, padded = _R.TensorListPopBack(input_handle=value.tensor, element_shape=-1,
                                           element_dtype=ctx.attr("element_dtype"))
     shapes, sizes = _R.TensorListPopBack(input_handle=value.shapes,
-                                         element_shape=_shapes_element(ctx, value.rank),
+                                         element_shape=shapes_element(ctx, value.rank),
                                          element_dtype=tf.int32)
     return [value.again(handle, shapes),
-            _read(ctx, padded, sizes, value.rank, ctx.op.outputs[1])]
+            read_item(ctx, padded, sizes, value.rank, ctx.op.outputs[1])]
 
 
 def convert_ragged_set_item(ctx):
@@ -229,13 +230,37 @@ def convert_ragged_set_item(ctx):
     if dtype == tf.variant:
         raise Decline("a list of lists")
     value = as_ragged_list(ctx, ctx.inputs[0], _rank_of(item), dtype)
-    padded, sizes = _item(ctx, item)
+    padded, sizes = item_parts(ctx, item)
     resize = ctx.attr("resize_if_index_out_of_bounds")
+    if value.counts is not None or not value.counts_known:
+        return _set_own(ctx, value, index, padded, sizes, resize)
     return value.again(
         _R.TensorListSetItem(input_handle=value.tensor, index=index, item=padded,
                              resize_if_index_out_of_bounds=resize),
         _R.TensorListSetItem(input_handle=value.shapes, index=index, item=sizes,
                              resize_if_index_out_of_bounds=resize))
+
+
+def _set_own(ctx, value, index, padded, sizes, resize):
+    """A write at one position into a list whose rows hold their own numbers of items
+    at their start: past a row's end it raises as the loop does, or with ``resize``
+    grows that row's list."""
+    counts = known_counts(ctx, value)
+    if value.right_aligned:
+        raise Decline("a write into a list whose rows hold their items at its end")
+    handle, shapes = value.tensor, value.shapes
+    if resize:
+        counts = tf.maximum(counts, index + 1)
+        size = tf.maximum(_R.TensorListLength(input_handle=handle), index + 1)
+        handle = _R.TensorListResize(input_handle=handle, size=size)
+        shapes = _R.TensorListResize(input_handle=shapes, size=size)
+    else:
+        index = ctx.check(tf.reduce_all(index < counts), "writes a tensor list item past the "
+                          "end of an iteration's list (its iterations hold different numbers "
+                          "of items)", tensor=index)
+    out = dataclasses.replace(value, counts=counts)
+    return out.again(_R.TensorListSetItem(input_handle=handle, index=index, item=padded),
+                     _R.TensorListSetItem(input_handle=shapes, index=index, item=sizes))
 
 
 def convert_ragged_get_item(ctx):
@@ -258,16 +283,16 @@ def convert_ragged_get_item(ctx):
     padded = _R.TensorListGetItem(input_handle=value.tensor, index=index, element_shape=-1,
                                   element_dtype=ctx.attr("element_dtype"))
     sizes = _R.TensorListGetItem(input_handle=value.shapes, index=index,
-                                 element_shape=_shapes_element(ctx, value.rank),
+                                 element_shape=shapes_element(ctx, value.rank),
                                  element_dtype=tf.int32)
-    return _read(ctx, padded, sizes, value.rank, ctx.op.outputs[0])
+    return read_item(ctx, padded, sizes, value.rank, ctx.op.outputs[0])
 
 
 def stack_items(ctx, value, dtype):
     """Every item of the ``RaggedList`` ``value`` padded to the largest: ``[T, n, ...]``,
     and their shapes ``[T, n, rank]``."""
     rank = value.rank
-    element = _shapes_element(ctx, rank)
+    element = shapes_element(ctx, rank)
     shapes = _R.TensorListStack(input_handle=value.shapes, element_shape=element,
                                 element_dtype=tf.int32)  # [T, n, rank]
     largest = _largest(tf.reshape(shapes, [-1, rank]), rank)
@@ -278,10 +303,7 @@ def stack_items(ctx, value, dtype):
     def body(t, padded):
         item = _R.TensorListGetItem(input_handle=value.tensor, index=t, element_dtype=dtype,
                                     element_shape=whole)  # (an unset item: zeros)
-        # (an item may be padded past its sizes: cut to the largest)
-        grow = tf.maximum(whole - tf.shape(item, out_type=tf.int32), 0)
-        item = tf.slice(tf.pad(item, tf.stack([tf.zeros_like(grow), grow], 1)),
-                        tf.zeros_like(whole), whole)
+        item = _fitted(item, whole)  # (an item may be padded past its sizes)
         return t + 1, _R.TensorListSetItem(input_handle=padded, index=t, item=item)
 
     padded = tf.while_loop(lambda t, _: t < count, body, (tf.constant(0), padded))[1]
@@ -312,8 +334,8 @@ def convert_ragged_stack(ctx):
         return Stacked(tensor=items)
     # The number of items, where the body does not know it, as a size of each
     # iteration too (ragged converters then meet values made from its shape alike).
-    counts = None if original.rank is not None and original[0] is not None else tf.fill(
-        tf.shape(sizes)[:1], count)
+    counts = None if original.rank is not None and original[0] is not None else usually_uniform(
+        tf.fill(tf.shape(sizes)[:1], count))
     return Ragged(padded=items, lengths=(counts,) + tuple(
         sizes[:, d] if d in varying else None for d in range(rank)))
 
@@ -330,21 +352,35 @@ def convert_ragged_from_tensor(ctx):
         items = tf.transpose(padded, [1, 0] + list(range(2, rank + 2)))  # [T, n, ...]
         return ListWithLengths(tensor=_R.TensorListFromTensor(
             tensor=items, element_shape=_prepend_n(ctx, shape)), lengths=value.lengths[0])
-    if value.lengths[0] is not None:
-        counts = value.lengths[0]
+    counts = value.lengths[0]
+    if counts is not None and not _marked_uniform(value, counts):
+        # rows of their own numbers of ragged items (a stack's gradient, say)
+        items = tf.transpose(padded, [1, 0] + list(range(2, rank + 2)))  # [T, n, ...]
+        return _from_items(ctx, items, value.shapes()[:, 1:], rank, counts)
+    if counts is not None:
         count = tf.concat([counts, [0]], 0)[0]
         padded = ctx.check(tf.reduce_all(tf.equal(counts, count)), (
             "iterations would hold tensor lists of different lengths, which pfor does "
             "not support (pad the tensor to one length)"), tensor=padded[:, :count])
     items = tf.transpose(padded, [1, 0] + list(range(2, rank + 2)))  # [T, n, ...]
-    shapes = value.shapes()[:, 1:]  # [n, rank]
+    return _from_items(ctx, items, value.shapes()[:, 1:], rank, None)
+
+
+def _from_items(ctx, items, shapes, rank, counts) -> RaggedList:
+    """A list of the items ``items`` (``[T, n, ...]``), all of each row's ``shapes``."""
     count = tf.shape(items, out_type=tf.int32)[:1]
     every = tf.broadcast_to(shapes[None], tf.concat([count, tf.shape(shapes)], 0))
     return RaggedList(
         tensor=_R.TensorListFromTensor(tensor=items, element_shape=-1),
         shapes=_R.TensorListFromTensor(tensor=every,
-                                       element_shape=_shapes_element(ctx, rank)),
-        rank=rank)
+                                       element_shape=shapes_element(ctx, rank)),
+        rank=rank, counts=counts)
+
+
+def _marked_uniform(value, lengths) -> bool:
+    """Whether ``lengths`` is marked the same in every iteration (``usually_uniform``)."""
+    return Ragged(padded=value.padded, lengths=(lengths,) + (None,) * (value.rank - 1)
+                  ).usually_uniform
 
 
 def convert_ragged_element_shape(ctx):
@@ -368,7 +404,7 @@ def convert_ragged_add_lists(ctx):
         raise Decline("the lists' element dtype is not known here")
     lists = [as_ragged_list(ctx, v, rank, dtype) for v in ctx.inputs]
     count = _R.TensorListLength(input_handle=lists[0].tensor)
-    element = _shapes_element(ctx, rank)
+    element = shapes_element(ctx, rank)
     data = _R.TensorListReserve(element_shape=-1, num_elements=count, element_dtype=dtype)
     shapes = _R.TensorListReserve(element_shape=element, num_elements=count,
                                   element_dtype=tf.int32)
@@ -381,16 +417,26 @@ def convert_ragged_add_lists(ctx):
             element_shape=tf.concat([_n(ctx), _largest(size, rank)], 0))
             for v, size in zip(lists, sizes)]
         whole = tf.concat([_n(ctx), _largest(tf.concat(sizes, 0), rank)], 0)
-        total = tf.add_n([tf.pad(item, tf.stack([tf.zeros_like(whole),
-                                                 whole - tf.shape(item, out_type=tf.int32)], 1))
-                          for item in items])
+        total = tf.add_n([_fitted(item, whole) for item in items])
         size = tf.reduce_max(tf.stack(sizes), axis=0)
         return (t + 1, _R.TensorListSetItem(input_handle=data, index=t, item=total),
                 _R.TensorListSetItem(input_handle=shapes, index=t, item=size))
 
     _, data, shapes = tf.while_loop(lambda t, *_: t < count, body,
                                     (tf.constant(0), data, shapes))
+    # (gradients of one list: their rows hold as many items as its rows)
+    counted = [v for v in lists if v.counts is not None or not v.counts_known]
+    if counted:
+        return dataclasses.replace(counted[0], tensor=data, shapes=shapes)
     return RaggedList(tensor=data, shapes=shapes, rank=rank)
+
+
+def _fitted(item, whole):
+    """``item`` padded with zeros or cut (an item may be padded past its sizes) to
+    ``whole``."""
+    grow = tf.maximum(whole - tf.shape(item, out_type=tf.int32), 0)
+    item = tf.pad(item, tf.stack([tf.zeros_like(grow), grow], 1))
+    return tf.slice(item, tf.zeros_like(whole), whole)
 
 
 def _largest(sizes, rank):
@@ -490,19 +536,23 @@ def convert_reserve_rows(ctx):
     loop's gradient of a read, sized as each row's list was at that step): a list of
     (possibly ragged) items whose rows hold their own numbers of items, at the start of
     each row's list, all unset (an unset item reads as zeros of its sizes, zero)."""
-    if not ctx.in_body_loop:  # a list made once per iteration: a clear refusal instead
+    if not ctx.in_body_loop:  # a list made once per iteration: ragged_list_rows.py
         raise Decline("a list of per-iteration size outside a loop of the body")
+    return reserved_rows(ctx, tf.cast(ctx.stacked(1), tf.int32))
+
+
+def reserved_rows(ctx, counts) -> RaggedList:
+    """A list of (possibly ragged) items whose rows hold ``counts`` items, all unset."""
     rank = _reserved_rank(ctx.op)
     if rank is None:
         raise Decline("items of unknown rank")
     dtype = ctx.attr("element_dtype")
     if dtype == tf.variant:
         raise Decline("a list of lists")
-    counts = tf.cast(ctx.stacked(1), tf.int32)
     count = tf.reduce_max(tf.concat([counts, [0]], 0))
     return RaggedList(
         tensor=_R.TensorListReserve(element_shape=-1, num_elements=count, element_dtype=dtype),
-        shapes=_R.TensorListReserve(element_shape=_shapes_element(ctx, rank),
+        shapes=_R.TensorListReserve(element_shape=shapes_element(ctx, rank),
                                     num_elements=count, element_dtype=tf.int32),
         rank=rank, counts=counts)
 
@@ -541,7 +591,7 @@ def convert_ragged_split(ctx):
         tf.broadcast_to(e[:, None], tf.shape(firsts)) for e in extents[1:]], -1), [1, 0, 2])
     return RaggedList(
         tensor=_R.TensorListFromTensor(tensor=items, element_shape=-1),
-        shapes=_R.TensorListFromTensor(tensor=whole, element_shape=_shapes_element(ctx, rank)),
+        shapes=_R.TensorListFromTensor(tensor=whole, element_shape=shapes_element(ctx, rank)),
         rank=rank, counts=counts)
 
 
