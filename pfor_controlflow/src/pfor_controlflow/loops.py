@@ -193,6 +193,8 @@ def convert_while(ctx):
     loop.stacked = _find_stacked(loop, loop.stacked)
     parallel = ctx.attr("parallel_iterations") if ctx.has_attr("parallel_iterations") else 10
     per_iteration = _cond_is_stacked(loop)
+    if per_iteration and trip_counts.masked_by_pfor(ctx.op):
+        return _run_uniform(loop, parallel)
     refused = _lists_refused(loop, per_iteration)
     if refused:
         return ctx.decline(refused)
@@ -208,11 +210,11 @@ def convert_while(ctx):
     if any(l and not s for l, s in zip(lists, loop.stacked)):
         loop.stacked = _find_stacked(loop, [s or l for s, l in zip(loop.stacked, lists)])
     if ctx.compiled or ctx.nested:
-        if loop.ragged_lists:
-            where = "under XLA" if ctx.compiled else "inside an outer pfor"
-            return ctx.decline(f"a loop with per-iteration trip counts {where} runs masked, "
-                               "which does not carry tensor lists of items whose shape "
-                               "differs between iterations")
+        if loop.ragged_lists and ctx.compiled:
+            return ctx.decline("a loop with per-iteration trip counts under XLA runs "
+                               "masked, which does not carry tensor lists of items whose "
+                               "shape differs between iterations (their padded size is "
+                               "not known when compiling)")
         repeated = masking.effects(loop.body, loop.cond)
         if repeated:
             return ctx.decline(masking.refusal(
@@ -224,6 +226,25 @@ def convert_while(ctx):
     if masking.pays(loop):
         return trip_counts.run_masked(loop, parallel)
     return trip_counts.run_subset(loop, parallel)
+
+
+def _run_uniform(loop, parallel):
+    """A masked loop that a pfor nested in this one emitted, run masked over this
+    pfor's iterations too, its tensor lists kept as long as the longest iteration's
+    (trip_counts.run_masked says why that is exact): plain stacked lists, also where
+    the items pushed differ in shape between iterations (they are pushed padded)."""
+    ctx = loop.ctx
+    if any(isinstance(v, ragged_lists.RaggedList) for v in loop.inputs):
+        return ctx.decline("a list of ragged items enters a masked loop of a nested pfor")
+    loop.ragged_lists.clear()  # (what the trials found: pushed padded instead)
+    lists = [ctx.op.inputs[k].dtype == tf.variant and k in loop.carried
+             for k in range(len(loop.stacked))]
+    loop.stacked = [s or l for s, l in zip(loop.stacked, lists)]
+    if ctx.trial:
+        return _layouts_only(loop, True)
+    if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
+        return ctx.decline("per-iteration trip counts with a resource carried through the loop")
+    return trip_counts.run_masked(loop, parallel, uniform=True)
 
 
 def _layouts_only(loop, per_iteration):
