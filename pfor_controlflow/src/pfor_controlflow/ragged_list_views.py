@@ -273,7 +273,8 @@ def convert_ragged_view_get_item(ctx):
 
 def convert_ragged_view_pop_back(ctx):
     view = _view(ctx)
-    _index(ctx, 1)  # the element shape
+    # (the element shape shapes only an unset item, and these lists' items are all set:
+    # it may differ per iteration, as a gradient loop that pops a ragged item gives it)
     handle, padded = _R.TensorListPopBack(input_handle=view.tensor, element_shape=-1,
                                           element_dtype=ctx.attr("element_dtype"))
     shapes, sizes = _R.TensorListPopBack(input_handle=view.shapes,
@@ -342,7 +343,7 @@ def register(registry):
             ("TensorListPushBack", convert_ragged_view_push_back, "S?"),
             ("TensorListSetItem", convert_ragged_view_set_item, "SU?"),
             ("TensorListGetItem", convert_ragged_view_get_item, "SU?"),
-            ("TensorListPopBack", convert_ragged_view_pop_back, "SU"),
+            ("TensorListPopBack", convert_ragged_view_pop_back, "S*"),
             ("TensorListSetItem", convert_ragged_view_set_item_at_rows, "SS?"),
             ("TensorListGetItem", convert_ragged_view_get_item_at_rows, "SS?"),
             ("TensorListResize", convert_ragged_view_resize_rows, "SS"),
