@@ -147,7 +147,6 @@ def register(registry):
     # by chance, so only all-ragged patterns.
     registry.add(elementwise.SAME_SHAPE, convert_equal_shapes, inputs="RR")
     registry.add("AddN", convert_equal_shapes, inputs="R...")
-    for count in (2, 3):  # (a value of a nested pfor's body of no static size)
-        for pattern in patterns(count):
-            if "*" in pattern:
-                registry.add("AddN", convert_equal_shapes, inputs=pattern)
+    # (a value of no static size in a nested pfor's body, as its gradients add them)
+    registry.add("AddN", convert_equal_shapes, inputs="*R")
+    registry.add("AddN", convert_equal_shapes, inputs="R*")

@@ -71,6 +71,8 @@ def convert_reshape(ctx):
     if target == [-1] and x.rank > 1:  # flattened: each iteration's elements in order
         flat, sizes = x.to_flat()
         return Ragged.from_row_lengths(flat, tf.reduce_prod(sizes, axis=1))
+    if -1 not in target:  # every iteration's value gets that one shape
+        return _reshape_to_run_time_shape(ctx, x, shape.tensor)
     if len(x.ragged_axes) != 1 or target.count(-1) != 1:
         return ctx.decline("one varying dimension, kept as the target's -1, expected")
     d, p = x.ragged_axes[0], target.index(-1)
@@ -87,9 +89,10 @@ def convert_reshape(ctx):
 
 
 def _reshape_to_run_time_shape(ctx, x, target):
-    """A reshape to an invariant shape known only at run time (what a nested pfor's
-    body emits for a reshape of its own stacked values): every iteration's elements in
-    order, checked to be as many in every iteration (the same shape for all)."""
+    """A reshape to an invariant shape (known only at run time: what a nested pfor's
+    body emits for a reshape of its own stacked values; or of no -1): every
+    iteration's elements in order, checked to be as many in every iteration (the same
+    shape for all, as the loop needs where the shape has no -1)."""
     if ctx.compiled:
         return ctx.decline("the target shape is known only at run time")
     flat, sizes = x.to_flat()
