@@ -124,3 +124,25 @@ def test_under_xla_a_clear_error_names_the_loop():
     with pytest.raises(pf.ConversionError, match=r"While 'while'.*under XLA.*differs "
                        r"between iterations"):
         run(X[0])
+
+
+def test_a_whole_list_read_after_steps_that_differ_per_outer_iteration_is_a_clear_error():
+    """The outer pfor keeps the inner loop's list as long as its longest iteration's:
+    each row's own items are right, but a whole-list read would see the longest
+    iteration's length, so it raises instead of giving a padded value."""
+    x = X[:2, :3, :4]
+    trips = tf.constant([2, 4])
+
+    def per_example(xb, trip):
+        def inner(v):
+            steps = trip + tf.cast(tf.reduce_sum(v) * 0, tf.int32)  # per row, alike
+            array = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+            _, array = tf.while_loop(
+                lambda t, a: t < steps,
+                lambda t, a: (t + 1, a.write(t, v * tf.cast(t + 1, tf.float32))), (0, array))
+            return tf.reduce_mean(array.stack(), 0)
+        return pf.vectorized_map(inner, xb, fallback="error")
+
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="inside an outer pfor whose iterations ran that loop"):
+        pf.vectorized_map(lambda a: per_example(*a), (x, trips), fallback="error")

@@ -12,7 +12,9 @@ Then the condition decides the strategy:
 - stacked (trip counts differ per iteration): the active subset, or the masked loop
   (trip_counts.py) for small bodies of total ops, where it is clearly faster, and
   under XLA and inside an outer pfor, which need its static shapes (masking.py says
-  when masking is safe and when it pays).
+  when masking is safe and when it pays). A masked loop that a nested pfor emitted
+  (trip_counts.run_masked marks it) runs masked over this pfor's iterations too, its
+  tensor lists kept as long as the longest iteration's (``_run_uniform``).
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ their shapes beside them; reads gather the rows. After the loop each row holds i
 number of items (``RaggedList.counts``), pushes at the end of its list
 (``right_aligned``), as list_views.py leaves plain lists. A gradient loop adds lists
 it made for its rows (a read's gradient) to the one it carries: AddN scatters them
-into the view's rows. (The masked loop, which XLA
-and an outer pfor need, does not carry these lists: such a loop declines them.)
+into the view's rows. The masked loop (inside an outer pfor) sees them with a
+``mask``: every row, a write keeping the old item where the row's writes do not count
+(per-row writes decline there); under XLA, where their padded size is not known when
+compiling, loops decline these lists.
 """
 
 from __future__ import annotations

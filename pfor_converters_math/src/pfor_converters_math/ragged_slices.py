@@ -317,6 +317,8 @@ def convert_strided_slice_ragged(ctx):
     if windows and _one_window_size(ctx, inside=True):
         return ctx.decline("every iteration's window has one size (offsets.py)")
     if new and not ctx.attr("ellipsis_mask"):
+        if type(x) not in (Ragged, Stacked, Invariant):
+            return ctx.decline("a new axis on a view")
         x = _with_new_axes(x, new)
     source = _Source(ctx, x)
     plan = _strided_plan(ctx, source, x)
