@@ -46,7 +46,9 @@ def convert_broadcasting(ctx):
     clean = ((ctx.op_type in _ZERO_PRESERVING_BINARY and _same_lengths(ctx.inputs))
              or _scaled_by_a_finite_constant(ctx))
     tensors, lengths = broadcast(ctx, ctx.inputs)
-    return _fitted(ctx, result(ctx.emit(*tensors)[0], lengths, masked=not clean))
+    # (where an operand's size was not known statically but the op's is, the walk
+    # fits the result to it: results.check)
+    return result(ctx.emit(*tensors)[0], lengths, masked=not clean)
 
 
 def _scaled_by_a_finite_constant(ctx) -> bool:
@@ -96,14 +98,8 @@ def convert_equal_shapes(ctx):
                 same_lengths(ctx, a, b, f"{ctx.op_type} dimension {d}")
     tensors, lengths = broadcast(ctx, inputs)  # pads them to one width
     if ctx.op_type == "AddN":
-        return _fitted(ctx, result(tf.math.add_n(tensors), lengths))
-    return _fitted(ctx, result(ctx.emit(*tensors)[0], lengths))
-
-
-def _fitted(ctx, out):
-    """``out`` uniform where the op's output has a static size (an operand's size that
-    was not known statically, see ragged_common.sized)."""
-    return out.fitted(ctx.op.outputs[0].shape) if isinstance(out, Ragged) else out
+        return result(tf.math.add_n(tensors), lengths)
+    return result(ctx.emit(*tensors)[0], lengths)
 
 
 def _sized_like(ctx, value, values) -> Ragged:
