@@ -195,7 +195,7 @@ def convert_while(ctx):
     loop.stacked = _find_stacked(loop, loop.stacked)
     parallel = ctx.attr("parallel_iterations") if ctx.has_attr("parallel_iterations") else 10
     per_iteration = _cond_is_stacked(loop)
-    if per_iteration and trip_counts.masked_by_pfor(ctx.op):
+    if per_iteration and not ctx.compiled and trip_counts.masked_by_pfor(ctx.op):
         return _run_uniform(loop, parallel)
     refused = _lists_refused(loop, per_iteration)
     if refused:
@@ -240,6 +240,9 @@ def _run_uniform(loop, parallel):
     ctx = loop.ctx
     if any(isinstance(v, ragged_lists.RaggedList) for v in loop.inputs):
         return ctx.decline("a list of ragged items enters a masked loop of a nested pfor")
+    refused = _lists_refused(loop, True)
+    if refused:
+        return ctx.decline(refused)
     loop.ragged_lists.clear()  # (what the trials found: pushed padded instead)
     lists = [ctx.op.inputs[k].dtype == tf.variant and k in loop.carried
              for k in range(len(loop.stacked))]

@@ -327,7 +327,8 @@ def run_masked(loop, parallel, uniform=False):
             return Stacked(tensor=rows(v.tensor))
 
         outside = [from_outside(k, v) for k, v in enumerate(loop.inputs)]
-        mine = [_masked_view(loop, kinds, k, v, active, uniform) if k in kinds.lists else rows(v) if k in kinds.rows else v
+        mine = [_masked_view(loop, kinds, k, v, active, uniform) if k in kinds.lists
+                else rows(v) if k in kinds.rows else v
                 for k, v in zip(loop.carried, values)]
         return loop.layouts(mine, outside=outside)
 
