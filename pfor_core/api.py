@@ -14,7 +14,8 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph
 from tensorflow.python.ops import control_flow_util
 
-from pfor_core import autograph, budget, checks, empty, mapped, outputs as outputs_, staging
+from pfor_core import (autograph, budget, checks, chunk_tails, empty, mapped,
+                       outputs as outputs_, staging)
 from pfor_core.plugins import default_registry
 from pfor_core.trace import trace_body
 from pfor_core.walk import Chunks, Conversion, Options, Reported
@@ -64,7 +65,7 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
     body = trace_body(loop_fn)
     k = options.parallel_iterations
     if k == "auto" and n_static != 0:
-        k = _balanced(_fit(body, options), n_static)
+        k = _balanced(_fit(body, options, n_static), n_static)
     elif k == "auto":
         k = None
     if n_static == 0 and empty.possible(body):
@@ -75,18 +76,30 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
         else:
             outputs = _convert_all(body, n, n_static, options, records)
     else:
-        outputs = _convert_chunked(body, n, n_static, k, options, records)
+        outputs = _convert_in_chunks(body, n, n_static, k, options, records)
     return body.pack(outputs)
 
 
-def _fit(body, options: Options, measure=None) -> int:
-    """The chunk size for ``options.memory_budget`` (see budget.py)."""
+def _convert_in_chunks(body, n, n_static, k, options, records):
+    """Chunks, and the outputs that expanding ops make after them (chunk_tails.py)."""
+    tails = chunk_tails.split(body)
+    if tails is None:
+        return _convert_chunked(body, n, n_static, k, options, records)
+    parts = _convert_chunked(tails.body, n, n_static, k, options, records)
+    indices = tf.range(n) if n_static is None else tf.range(n_static)
+    conversion = _conversion(options, records, indices, tf.constant(0), n, n_static)
+    return chunk_tails.finish(tails, parts, conversion)
+
+
+def _fit(body, options: Options, n_static=None, measure=None) -> int:
+    """The chunk size for ``options.memory_budget`` (see budget.py); ``n_static`` where
+    all iterations fit beyond their outputs."""
     probe_options = dataclasses.replace(options, fallback="loop", parallel_iterations=None)
 
     def convert(n):
         conversion = _conversion(probe_options, [], tf.range(n), tf.constant(0),
                                  tf.constant(n), n)
-        _finish(conversion, conversion.convert_body(body), body, probe_options)
+        return _finish(conversion, conversion.convert_body(body), body, probe_options)
 
     profile = budget.static_profile(convert)
     if profile is None and measure is None:
@@ -95,7 +108,7 @@ def _fit(body, options: Options, measure=None) -> int:
             "not all static here, so pfor cannot estimate its memory; call pf.pfor eagerly "
             "(it then measures a run), or pass parallel_iterations=k.")
     profile = profile or measure()
-    return profile.chunk_size(options.memory_budget or budget.default_budget())
+    return profile.chunk_size(options.memory_budget or budget.default_budget(), n_static)
 
 
 def _balanced(k: int, n_static: int | None) -> int:
@@ -128,7 +141,7 @@ def _fit_eagerly(loop_fn, n_static, options: Options) -> Options:
             lambda: build(loop_fn, min(k, n_static), fixed)))
         return budget.measured_profile(run)
 
-    chunk = _balanced(_fit(body, options, measure), n_static)
+    chunk = _balanced(_fit(body, options, n_static, measure), n_static)
     return dataclasses.replace(options, parallel_iterations=chunk)
 
 

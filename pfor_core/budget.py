@@ -5,11 +5,17 @@ three iterations; the two graphs hold the same ops in the same order, and how mu
 tensor grows from one to the other is its size per iteration (the rest is loop
 invariant). A liveness walk over the converted graph, in the order its ops were made,
 gives for every step the bytes held by invariant tensors (``a``) and per iteration by
-stacked ones (``b``): a chunk of ``k`` iterations peaks at ``max(a + k * b)``. The chunk
-size is the largest ``k`` that fits the budget. Where the converted graph's shapes are
-not static, an eager caller measures instead: the loop's first iterations run at two
-chunk sizes, and the peaks the allocator reports are fitted the same way (only for
-bodies without effects).
+stacked ones (``b``); ops whose output is their input's buffer (Identity, Reshape, ...)
+hold nothing of their own. The outputs are counted apart, as held throughout: the
+executor may make them before other work whose temporaries then stay beside them. So a
+chunk of ``k`` iterations peaks at ``outputs(k) + max(a + k * b)``.
+
+The budget bounds what the loop holds beyond its outputs, which the caller holds in any
+case: the loop runs in one piece where that fits, else in chunks of the largest ``k``
+whose peak, their outputs included (each chunk's outputs are copied out at its end),
+fits. Where the converted graph's shapes are not static, an eager caller measures
+instead: the loop's first iterations run at two chunk sizes, and the peaks the
+allocator reports are fitted the same way (only for bodies without effects).
 """
 
 from __future__ import annotations
@@ -26,17 +32,28 @@ _DEFAULT_SHARE = 0.5  # parallel_iterations="auto" without a budget: half the me
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Profile:
-    """Peak bytes of a chunk of k iterations: ``max(a + k * b for a, b in steps)``."""
+    """Peak bytes of a chunk of k iterations: its outputs' plus ``max(a + k * b for a, b
+    in steps)``."""
 
     steps: tuple[tuple[int, int], ...]
+    outputs: tuple[int, int] = (0, 0)  # the outputs' bytes: a + k * b
 
-    def peak(self, k: int) -> int:
+    def working(self, k: int) -> int:
+        """Peak bytes beyond the outputs."""
         return max((a + k * b for a, b in self.steps), default=0)
 
-    def chunk_size(self, budget: int) -> int:
-        """The largest k whose peak fits ``budget`` (at least 1)."""
+    def peak(self, k: int) -> int:
+        return self.outputs[0] + k * self.outputs[1] + self.working(k)
+
+    def chunk_size(self, budget: int, n: int | None = None) -> int:
+        """``n`` where all ``n`` iterations fit ``budget`` beyond their outputs, else
+        the largest k whose peak fits ``budget`` (at least 1)."""
+        if n is not None and self.working(n) <= budget:
+            return n
         best = None
-        for a, b in self.steps:
+        out_a, out_b = self.outputs
+        for a, b in self.steps or ((0, 0),):
+            a, b = a + out_a, b + out_b
             if b > 0:
                 fits = (budget - a) // b
                 best = fits if best is None else min(best, fits)
@@ -52,14 +69,22 @@ def default_budget() -> int:
     return int(total * _DEFAULT_SHARE)
 
 
+# Ops whose output is (a view of) their input's buffer.
+_ALIASES = frozenset({"Identity", "Reshape", "ExpandDims", "Squeeze", "StopGradient",
+                      "PreventGradient", "EnsureShape", "IdentityN"})
+
+
 def static_profile(convert) -> Profile | None:
-    """The profile read off ``convert(n)`` run into throwaway graphs for each probe
-    length, or None when a shape there is not static or the graphs differ."""
-    graphs = []
+    """The profile read off ``convert(n)`` (which returns the outputs) run into
+    throwaway graphs for each probe length, or None when a shape there is not static
+    or the graphs differ."""
+    graphs, outputs = [], None
     for n in PROBES:
         with func_graph.FuncGraph(f"pfor_budget_probe_{n}").as_default() as graph:
-            convert(n)
+            outs = convert(n)
         graphs.append(graph.get_operations())
+        outputs = outputs if outputs is not None else [
+            t for t in tf.nest.flatten(outs, expand_composites=True) if tf.is_tensor(t)]
     small, large = graphs
     if len(small) != len(large) or any(a.type != b.type for a, b in zip(small, large)):
         return None
@@ -71,7 +96,7 @@ def static_profile(convert) -> Profile | None:
                 return None
             grow = max(by - bx, 0) // (PROBES[1] - PROBES[0])
             sizes[id(x)] = (max(bx - PROBES[0] * grow, 0), grow)
-    return _liveness(small, sizes)
+    return _liveness(small, sizes, outputs)
 
 
 def _bytes(tensor) -> int | None:
@@ -83,12 +108,22 @@ def _bytes(tensor) -> int | None:
     return shape.num_elements() * tensor.dtype.size
 
 
-def _liveness(operations, sizes) -> Profile:
+def _liveness(operations, sizes, outputs) -> Profile:
     position = {id(op): k for k, op in enumerate(operations)}
+    root: dict[int, int] = {}  # an alias's tensor -> the tensor that holds the buffer
+    for op in operations:
+        if op.type in _ALIASES:
+            for t, source in zip(op.outputs, op.inputs):
+                root[id(t)] = root.get(id(source), id(source))
+                sizes[id(t)] = (0, 0)
     last_use: dict[int, int] = {}
     for k, op in enumerate(operations):
         for t in op.inputs:
-            last_use[id(t)] = k
+            last_use[root.get(id(t), id(t))] = k
+    held = {root.get(id(t), id(t)) for t in outputs}
+    kept = [sizes[key] for key in held if key in sizes]
+    for key in held:
+        sizes[key] = (0, 0)  # counted apart
     frees: dict[int, list[tuple[int, int]]] = {}
     for op in operations:
         for t in op.outputs:
@@ -101,7 +136,8 @@ def _liveness(operations, sizes) -> Profile:
         steps.append((a, b))
         for fa, fb in frees.get(k, ()):
             a, b = a - fa, b - fb
-    return Profile(steps=tuple(steps))
+    return Profile(steps=tuple(steps),
+                   outputs=(sum(a for a, _ in kept), sum(b for _, b in kept)))
 
 
 def measured_profile(run, small: int = 4) -> Profile:

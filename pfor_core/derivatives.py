@@ -13,6 +13,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core import api, autograph, checks, forward, staging
+from pfor_core.errors import ConversionError
 
 _ZERO = tf.UnconnectedGradients.ZERO
 
@@ -24,10 +25,29 @@ def _in_graph(fn, *args, jit_compile=False):
     by XLA, also inside a graph being built (that part alone is compiled)."""
     if jit_compile:
         function = staging.graph_function(fn, jit_compile=True)
-        return staging.call(function, *args) if tf.executing_eagerly() else function(*args)
+        return _compiled_call(function, args) if tf.executing_eagerly() else function(*args)
     if not tf.executing_eagerly():
         return fn(*args)
     return staging.call(staging.graph_function(fn), *args)
+
+
+_XLA_LISTS = "XLA compilation requires a fixed tensor list size"
+
+
+def _compiled_call(function, args):
+    """``function(*args)`` compiled by XLA; XLA's refusal of a tensor list of no fixed
+    size (what a while loop's gradient accumulates into) as a clear error."""
+    try:
+        return staging.call(function, *args)
+    except tf.errors.InvalidArgumentError as err:
+        if _XLA_LISTS not in str(err):
+            raise
+        raise ConversionError(
+            "pfor: jit_compile=True: XLA cannot compile the vectorized derivative, which "
+            "holds a tensor list of no fixed size (the accumulators of a tf.while_loop's "
+            "gradient, e.g. a second derivative through a while loop, or a TensorArray of "
+            "dynamic size). Call it with jit_compile=False: pfor vectorizes it without "
+            f"XLA. (XLA said: {str(err).splitlines()[0]})") from None
 
 
 def _check_jit_compile(jit_compile) -> None:

@@ -131,6 +131,10 @@ class Conversion:
         outputs = list(graph.outputs if outputs is None else outputs)
         return self._convert(graph, inputs, outputs, list(getattr(graph, "control_outputs", [])))
 
+    def convert_op(self, op, layouts: Sequence[Layout]) -> list[Layout]:
+        """One body op (stateless, no control inputs) for the given input layouts."""
+        return self._dispatch(op, list(layouts))
+
     def child(self, positions=None, *, trial: bool = False) -> "Conversion":
         """A conversion for the same loop, or for the iterations at ``positions``
         (int32 vector of rows), whose side effects its caller attaches itself (it may

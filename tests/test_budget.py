@@ -131,3 +131,34 @@ def test_profile_arithmetic():
     assert profile.peak(3) == 130
     assert profile.chunk_size(250) == 10  # 50 + 20k <= 250 and 100 + 10k <= 250
     assert profile.chunk_size(10) == 1  # never below one iteration
+    with_outputs = budget.Profile(steps=((100, 10),), outputs=(0, 40))
+    assert with_outputs.working(8) == 180 and with_outputs.peak(8) == 500
+    assert with_outputs.chunk_size(180, 8) == 8  # all 8 fit beyond their outputs
+    assert with_outputs.chunk_size(179, 8) == 1  # 100 + 50k <= 179
+    assert with_outputs.chunk_size(400) == 6  # no n: chunks, 100 + 50k <= 400
+
+
+def _big_outputs():
+    """Outputs of 256 KiB a row, made through Identity and Reshape (which hold no
+    buffer of their own), with little else held: 64 MiB of outputs for 256 rows."""
+    w = tf.Variable(np.random.default_rng(4).normal(size=[256, 256]).astype(np.float32))
+    return lambda i: tf.reshape(tf.identity(w * tf.cast(i, tf.float32)), [64, 1024])
+
+
+def test_outputs_are_not_charged_to_the_budget(chosen):
+    body = _big_outputs()
+    reference = pf.pfor(body, 256, fallback="error")
+    assert reference.shape == (256, 64, 1024)  # 64 MiB of outputs
+    got = pf.pfor(body, 256, fallback="error", memory_budget=4 << 20)
+    assert chosen[-1] == 256  # a 4 MiB budget: the work beyond the outputs fits
+    testing.assert_allclose(got, reference, rtol=0, atol=0)
+
+
+def test_aliases_hold_no_buffer_of_their_own():
+    body = _big_outputs()
+    profile = budget.static_profile(lambda n: pf.pfor(body, n, fallback="error"))
+    assert profile.outputs[1] == 256 << 10  # one output row, counted once
+    assert profile.working(1000) < 2 * (256 << 10)  # the product, not its aliases too
+    k = profile.chunk_size(16 << 20)  # chunks hold their outputs
+    assert profile.peak(k) <= 16 << 20 < profile.peak(k + 1)
+    assert 16 <= k < 64

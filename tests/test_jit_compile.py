@@ -66,6 +66,24 @@ def test_hessian():
     testing.assert_same_results(got, _tape_loop(gradient, X[0]), rtol=1e-3, atol=1e-4)
 
 
+def test_hessian_through_a_while_loop_is_a_clear_error_under_xla():
+    """The converted gradient loop's accumulators have no fixed size, which XLA refuses:
+    a clear error saying what to do, and the same call without XLA is the loop's."""
+    f = lambda v: tf.reduce_sum(_rnn(v[None]) ** 2)  # noqa: E731
+    with pytest.raises(pf.ConversionError, match="jit_compile=False"):
+        pf.hessian(f, X[0], fallback="error", jit_compile=True)
+    got = pf.hessian(f, X[0], fallback="error")
+    assert got.shape == [4, 4]
+
+    def gradient(v):
+        with tf.GradientTape() as inner:
+            inner.watch(v)
+            y = f(v)
+        return inner.gradient(y, v)
+
+    testing.assert_same_results(got, _tape_loop(gradient, X[0]), rtol=1e-4, atol=1e-5)
+
+
 def test_per_example_gradients():
     loss = lambda x: tf.reduce_sum(_rnn(x[None]) ** 2)  # noqa: E731
     got = pf.per_example_gradients(loss, [W], X, fallback="error", jit_compile=True)

@@ -174,3 +174,38 @@ def test_drawn_lengths_and_branches(data):
     got = pf.pfor(body, n, fallback="error", ragged_outputs=True)
     expected = np.where(takes.numpy(), lengths.numpy(), (X_NP[:n] < 0).sum(axis=1))
     assert _lengths(got) == expected.tolist()
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_drawn_layouts_of_predicate_and_branches(data):
+    """Every mix of an invariant or per-iteration predicate with branches whose values
+    are invariant (of a fixed or an unknown size), stacked, or ragged."""
+    n = data.draw(st.integers(1, 4), label="n")
+    lengths = tf.constant(data.draw(ragged_loop.lengths_strategy(n, 6), label="lengths"))
+    takes = tf.constant(data.draw(st.lists(st.booleans(), min_size=n, max_size=n),
+                                  label="takes"))
+    flag = data.draw(st.booleans(), label="invariant predicate value")
+    stacked_predicate = data.draw(st.booleans(), label="stacked predicate")
+    kinds = ("invariant", "invariant unknown size", "stacked", "ragged")
+    first = data.draw(st.sampled_from(kinds), label="first branch")
+    second = data.draw(st.sampled_from(kinds), label="second branch")
+    c = tf.constant([0.5, -1.0, 2.0, -0.25])
+
+    def value(kind, i, scale):
+        if kind == "invariant":
+            return c[:3] * scale
+        if kind == "invariant unknown size":
+            return tf.boolean_mask(c, c > 0) * scale
+        if kind == "stacked":
+            return X[i][:2] * scale
+        return tf.sin(ragged_loop.rows(X, lengths, i)) * scale
+
+    def body(i):
+        predicate = takes[i] if stacked_predicate else tf.constant(flag)
+        return tf.cond(predicate, lambda: value(first, i, 1.0), lambda: value(second, i, -2.0))
+
+    ragged_loop.assert_matches_loop(body, n, ragged=True, modes=ragged_loop.modes(data))
+    reduced = ragged_loop.assert_matches_loop(lambda i: tf.reduce_sum(body(i)), n,
+                                              modes=("eager",))
+    assert reduced.shape == (n,)

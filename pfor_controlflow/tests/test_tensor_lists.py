@@ -226,13 +226,15 @@ def test_stack_list_of_invariant_lists(n, k, shape, written, known):
     testing.assert_allclose(got, tf.broadcast_to(want[:, None], [k, n] + shape))
 
 
-def test_per_iteration_list_size_is_a_clear_error():
+def test_per_iteration_list_size_stacks_ragged():
     def body(i):
         ta = tf.TensorArray(tf.float32, size=i + 1)
         return ta.write(0, 1.0).stack()
 
-    with pytest.raises(pf.ConversionError, match="different lengths"):
+    with pytest.raises(ValueError, match="ragged_outputs=True"):
         pf.pfor(body, 3, fallback="error")
+    got = pf.pfor(body, 3, fallback="error", ragged_outputs=True)
+    assert got.to_list() == [[1.0], [1.0, 0.0], [1.0, 0.0, 0.0]]
 
 
 @given(n=_ns, graph=st.booleans())
@@ -269,13 +271,14 @@ def test_listed_by_pfor_ops():
     testing.assert_pack_listed("pfor-controlflow", pfor_controlflow, op_types=ours)
 
 
-def test_new_list_of_per_iteration_size_is_a_clear_error():
-    """A TensorArray made in the body with a per-iteration size reaches convert_new_list
-    under fallback="error", which refuses with a clear error (each iteration's list would
-    differ in length; the fallback loop cannot stack lists either)."""
+def test_new_list_of_per_iteration_size():
+    """A TensorArray made in the body with a per-iteration size: each row's list holds
+    its own number of items (pfor_controlflow/tests/test_per_iteration_lists.py has
+    more)."""
     def body(i):
         return tf.reduce_sum(tf.TensorArray(tf.float32, size=i + 1).write(0, 1.).stack())
 
-    testing.sequential(body, 3)  # the loop runs
-    with pytest.raises(pf.ConversionError, match="per-iteration list size"):
-        pf.pfor(body, 3, fallback="error")
+    got = testing.assert_matches_loop(body, 3)
+    assert got.numpy().tolist() == [1.0, 1.0, 1.0]
+
+

@@ -2,11 +2,13 @@
 
 A while loop with per-iteration trip counts that grows a tensor list (pushes, or
 writes past the end, as a ``TensorArray`` of dynamic size does) leaves every iteration
-a list of its own length, all kept in one stacked list as long as the longest. The
-loop converter returns such a list as a ``ListWithLengths``; the tensor-list
-converters read it by each row's own items: an index past a row's end raises, as
-the loop does, and a whole-list read (stack, concat) checks that all rows agree,
-since the loop's values would otherwise differ in shape between iterations.
+a list of its own length, all kept in one stacked list as long as the longest; so does
+a list made with a per-iteration size (``tf.TensorArray(size=n_i)``). Such a list is a
+``ListWithLengths``; the tensor-list converters index it by each row's own items (an
+index past a row's end raises, as the loop does). A stack of a list whose items are at
+the start of each row's list gives a ragged value (each row its own number of items);
+other whole-list reads (concat, a stack of right-aligned items) check that all rows
+agree, since the loop's values would otherwise differ in shape between iterations.
 """
 
 from __future__ import annotations
@@ -58,11 +60,13 @@ def own_positions(ctx, handle, index):
         index.tensor[None], tf.concat([tf.shape(lengths), tf.shape(index.tensor)], 0))
     rows = shapes.reshape(lengths, [-1] + [1] * (positions.shape.rank - 1))
     rows = tf.cast(rows, positions.dtype)
+    verb = "writes" if ctx.op_type == "TensorListSetItem" else "reads"
     check = tf.debugging.assert_equal(
         tf.logical_and(positions >= 0, positions < rows), True, message=(
-            f"pfor: {ctx.op_type} '{ctx.op.name}' reads a tensor list item past the end "
-            "of an iteration's list (its iterations hold different numbers of items, "
-            "grown by a while loop with per-iteration trip counts)"))
+            f"pfor: {ctx.op_type} '{ctx.op.name}' {verb} a tensor list item past the end "
+            "of an iteration's list (its iterations hold different numbers of items: "
+            "the list was made with, or a while loop with per-iteration trip counts "
+            "grew it to, a per-iteration size)"))
     if handle.right_aligned:
         whole = tf.cast(_R.TensorListLength(input_handle=handle.tensor), positions.dtype)
         return Stacked(tensor=then(check, positions + whole - rows))

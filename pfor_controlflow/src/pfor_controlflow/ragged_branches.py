@@ -8,7 +8,10 @@ sizes). Rows of different branches are put together by padding every branch's pa
 tensor with zeros to the largest size along each dimension, then stitching (a
 per-iteration predicate, subsets of rows) or selecting (masked: every branch on all
 rows) padded tensors and extents alike. The result is ragged along the dimensions where
-some branch is ragged or where the branches' sizes may differ. Zero padding written by
+some branch is ragged or where the branches' sizes may differ; where they differ only if
+a size unknown statically differs at run time, the lengths are marked usually uniform
+(a graph of unknown shapes: ops without ragged converters then take the value stacked
+where all rows agree, pfor_core/uniform_or_loop.py). Zero padding written by
 ``tf.pad``, ``dynamic_stitch`` and ``where`` keeps the ragged layout's promise: no
 gradient flows through it.
 """
@@ -19,7 +22,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from pfor_core.extend import Ragged, Stacked
+from pfor_core.extend import Ragged, Stacked, usually_uniform
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,13 +51,13 @@ def rows_of(value, positions):
 
 def needs_parts(forms) -> bool:
     """Whether branches that gave an output in ``forms`` (one per branch that may run)
-    need its parts to be put together: some is ragged, or their static shapes are all
-    known and differ (a plain stitch of those would fail)."""
+    need its parts to be put together: unless their static shapes are all known and
+    the same (a plain stitch of rows of different shapes would fail)."""
     if any(f.ragged_axes for f in forms):
         return True
     shapes = [f.shape for f in forms]
-    return (all(s.is_fully_defined() for s in shapes)
-            and len({tuple(s.as_list()) for s in shapes}) > 1)
+    return (not all(s.is_fully_defined() for s in shapes)
+            or len({tuple(s.as_list()) for s in shapes}) > 1)
 
 
 def parts(value, stack) -> list[tf.Tensor]:
@@ -81,6 +84,16 @@ def varying_axes(forms) -> tuple:
         if any(d in f.ragged_axes for f in forms) or None in sizes or len(sizes) > 1:
             axes.append(d)
     return tuple(axes)
+
+
+def _doubtful_axes(forms) -> tuple:
+    """The varying dimensions along which rows differ only if a branch of a statically
+    unknown size differs at run time (no branch is ragged there, the known sizes agree):
+    usually all rows agree (a graph with unknown shapes), so ops without converters for
+    ragged values take them stacked where they do (``usually_uniform``)."""
+    return tuple(d for d in varying_axes(forms)
+                 if not any(d in f.ragged_axes for f in forms)
+                 and len({f.shape[d] for f in forms} - {None}) <= 1)
 
 
 def _padded_to(tensor, dims):
@@ -122,7 +135,7 @@ def _common(pieces, original_shape):
     return out
 
 
-def _layout(padded, extents, axes, original_shape, n_static):
+def _layout(padded, extents, axes, original_shape, n_static, doubtful=()):
     padded.set_shape(tf.TensorShape([n_static]).concatenate(
         [None if d in axes else s for d, s in enumerate(original_shape.as_list())]))
     if not axes:
@@ -131,7 +144,7 @@ def _layout(padded, extents, axes, original_shape, n_static):
     for d, extent in enumerate(extents):
         if d in axes:
             extent.set_shape([n_static])
-            lengths.append(extent)
+            lengths.append(usually_uniform(extent) if d in doubtful else extent)
         else:
             lengths.append(None)
     return Ragged(padded=padded, lengths=tuple(lengths))
@@ -144,7 +157,8 @@ def stitch(positions, pieces, forms, original_shape, n_static):
     value = tf.dynamic_stitch(positions, padded)
     extents = [tf.dynamic_stitch(positions, [p[1 + d] for p in pieces])
                for d in range(original_shape.rank)]
-    return _layout(value, extents, varying_axes(forms), original_shape, n_static)
+    return _layout(value, extents, varying_axes(forms), original_shape, n_static,
+                   _doubtful_axes(forms))
 
 
 def select(taken, pieces, forms, original_shape, n_static):
@@ -157,7 +171,8 @@ def select(taken, pieces, forms, original_shape, n_static):
         rows = tf.reshape(takes, [-1] + [1] * original_shape.rank)
         value = tf.where(rows, padded[b], value)
         extents = [tf.where(takes, e, f) for e, f in zip(pieces[b][1:], extents)]
-    return _layout(value, extents, varying_axes(forms), original_shape, n_static)
+    return _layout(value, extents, varying_axes(forms), original_shape, n_static,
+                   _doubtful_axes(forms))
 
 
 def chosen(taken_parts, forms, original_shape, n_static):

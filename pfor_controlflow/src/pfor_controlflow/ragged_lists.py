@@ -24,7 +24,8 @@ import dataclasses
 import tensorflow as tf
 
 from pfor_core.extend import ConversionError, Decline, Invariant, Ragged, Stacked, View
-from pfor_controlflow.tensor_lists import _element_dtype, _summed_dtype, stack_list
+from pfor_controlflow.list_lengths import ListWithLengths
+from pfor_controlflow.tensor_lists import _element_dtype, _prepend_n, _summed_dtype, stack_list
 
 _R = tf.raw_ops
 
@@ -337,13 +338,17 @@ def convert_ragged_stack(ctx):
 
 
 def convert_ragged_from_tensor(ctx):
-    """A ragged tensor ``[T, ...]`` (ragged inside its items; T must be the same in
-    every iteration, as a stacked list holds one number of items) as a list of T
-    ragged items."""
+    """A ragged tensor ``[T, ...]`` as a list of T items. Items of one shape, T varying:
+    a ``ListWithLengths``, each row holding its own T. Ragged items: a list of ragged
+    items, T the same in every iteration (a stacked list holds one number of items)."""
     value = ctx.inputs[0]
-    _invariant(ctx, 1, "element shape")
+    shape = _invariant(ctx, 1, "element shape")
     rank = value.rank - 1
     padded = value.padded
+    if value.lengths[0] is not None and all(d is None for d in value.lengths[1:]):
+        items = tf.transpose(padded, [1, 0] + list(range(2, rank + 2)))  # [T, n, ...]
+        return ListWithLengths(tensor=_R.TensorListFromTensor(
+            tensor=items, element_shape=_prepend_n(ctx, shape)), lengths=value.lengths[0])
     if value.lengths[0] is not None:
         counts = value.lengths[0]
         count = tf.concat([counts, [0]], 0)[0]

@@ -27,7 +27,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import handle_data_util
 
-from pfor_core.extend import ConversionError, Invariant, Stacked, shapes
+from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked, shapes
 from pfor_controlflow.optionals import SplitOptional
 from pfor_controlflow.list_lengths import (ListWithLengths, known_lengths, own_positions,
                                            same_lengths, then)
@@ -336,15 +336,52 @@ def convert_from_tensor(ctx):
     return ctx.emit_stacked(_swap01(tensor), _prepend_n(ctx, shape))
 
 
-@_declining
+@_declining(rows_own_lengths=True)
 def convert_set_item(ctx):
     handle, index, _ = ctx.inputs
+    resize = ctx.attr("resize_if_index_out_of_bounds")
+    if isinstance(handle, ListWithLengths):
+        return _set_own(ctx, handle, index, resize)
     handle = stack_list(ctx, handle, ctx.attr("element_dtype"))
     item = ctx.stacked(2)
     if not index.is_stacked:
         return ctx.emit_stacked(handle, index.tensor, item)
-    return Stacked(tensor=_scatter(ctx, handle, index.tensor[:, None], item[:, None],
-                                   ctx.attr("resize_if_index_out_of_bounds")))
+    return Stacked(tensor=_scatter(ctx, handle, index.tensor[:, None], item[:, None], resize))
+
+
+def _set_own(ctx, value, index, resize):
+    """A write into a list whose rows hold their own numbers of items (at their start):
+    a position past a row's end raises as in the loop, or with ``resize`` grows that
+    row's list (the stacked list grows to the longest)."""
+    if value.right_aligned or ctx.attr("element_dtype") == tf.variant:
+        raise _Decline("a write into a list whose rows hold their items at its end")
+    lengths = known_lengths(ctx, value)
+    positions = tf.cast(index.tensor, tf.int32)
+    handle = value.tensor
+    if resize:
+        lengths = tf.maximum(lengths, positions + 1)
+        longest = tf.reduce_max(tf.concat([lengths, [0]], 0))
+        whole = _R.TensorListLength(input_handle=handle)
+        handle = _R.TensorListResize(input_handle=handle, size=tf.maximum(whole, longest))
+    else:
+        index = own_positions(ctx, value, index)
+    item = ctx.stacked(2)
+    if not index.is_stacked:
+        out = ctx.emit(handle, index.tensor, item)[0]
+    else:  # a select, not a scatter: an outer pfor then meets elementwise ops only
+        if item.shape.rank is None:
+            raise _Decline("an item of unknown rank")
+        d = shapes.dims(item, ctx.n)
+        items = _stack_items(ctx, handle, shapes.shape_tensor(d))  # [T, n, ...]
+        count = _R.TensorListLength(input_handle=handle)
+        hit = tf.equal(tf.expand_dims(tf.range(count), 1),
+                       tf.expand_dims(tf.cast(index.tensor, tf.int32), 0))  # [T, n]
+        for _ in d[1:]:
+            hit = tf.expand_dims(hit, -1)
+        out = _R.TensorListFromTensor(
+            tensor=tf.where(hit, item[None], items),
+            element_shape=_R.TensorListElementShape(input_handle=handle, shape_type=tf.int32))
+    return ListWithLengths(tensor=out, lengths=lengths)
 
 
 @_declining(rows_own_lengths=True)
@@ -366,8 +403,23 @@ def convert_get_item(ctx):
 @_declining(rows_own_lengths=True)
 def convert_stack(ctx):
     shape = _invariant_input(ctx, 1, "element shape")
-    items = ctx.emit(same_lengths(ctx, ctx.inputs[0]), _prepend_n(ctx, shape))[0]
+    value = ctx.inputs[0]
+    if _ragged_rows(ctx, value):
+        # Rows of their own numbers of items stack to values of their own lengths.
+        items = _swap01(ctx.emit(value.tensor, _prepend_n(ctx, shape))[0])
+        rank = ctx.output_shapes[0].rank
+        return Ragged.from_stacked(items, [value.lengths] + [None] * (rank - 1))
+    items = ctx.emit(same_lengths(ctx, value), _prepend_n(ctx, shape))[0]
     return _stacked_out(ctx, _swap01(items))
+
+
+def _ragged_rows(ctx, value) -> bool:
+    """Whether a whole-list read of ``value`` gives each row its own items: a list whose
+    rows hold their own numbers of items at their start, where the body does not know
+    the number statically (else all rows must hold that many)."""
+    out = ctx.output_shapes[0]
+    return (isinstance(value, ListWithLengths) and not value.right_aligned
+            and value.lengths is not None and out.rank is not None and out[0] is None)
 
 
 @_declining(rows_own_lengths=True)
@@ -597,10 +649,30 @@ def convert_add_lists(ctx):
 @_declining
 def convert_new_list(ctx):
     """TensorListReserve / EmptyTensorList reach a converter only with a per-iteration
-    size or element shape."""
-    _invariant_input(ctx, 0, "element shape")
-    _invariant_input(ctx, 1, "list size")
-    raise AssertionError("unreachable: an input is stacked")  # pragma: no cover
+    size or element shape. A TensorListReserve of a per-iteration size (one element
+    shape): a list as long as the longest, each row holding its own number of items at
+    its start, all unset (they read as zeros, as in the loop). An EmptyTensorList of a
+    per-iteration cap: one empty list under the largest."""
+    shape = _invariant_input(ctx, 0, "element shape")
+    dtype = ctx.attr("element_dtype")
+    if dtype == tf.variant:
+        _invariant_input(ctx, 1, "list size")
+        raise AssertionError("unreachable: an input is stacked")  # pragma: no cover
+    if ctx.op_type == "EmptyTensorList":
+        # Every row's list starts empty: only the cap on its size differs (a while
+        # loop's accumulator, capped at its per-iteration maximum_iterations, which its
+        # pushes never pass): one list under the largest cap (-1: none).
+        caps = tf.cast(ctx.stacked(1), tf.int32)
+        cap = tf.where(tf.reduce_any(caps < 0), -1, tf.reduce_max(tf.concat([caps, [0]], 0)))
+        return Stacked(tensor=_R.EmptyTensorList(
+            element_shape=_prepend_n(ctx, shape), max_num_elements=cap, element_dtype=dtype))
+    sizes = tf.cast(ctx.stacked(1), tf.int32)
+    sizes = then(tf.debugging.assert_non_negative(sizes, message=(
+        f"pfor: {ctx.op_type} '{ctx.op.name}' makes a tensor list of negative size")), sizes)
+    longest = tf.reduce_max(tf.concat([sizes, [0]], 0))
+    handle = _R.TensorListReserve(element_shape=_prepend_n(ctx, shape), num_elements=longest,
+                                  element_dtype=dtype)
+    return ListWithLengths(tensor=handle, lengths=sizes)
 
 
 def register(registry):
