@@ -126,24 +126,50 @@ def test_under_xla_a_clear_error_names_the_op():
         run(X[0])
 
 
-def test_a_whole_list_read_after_steps_that_differ_per_outer_iteration_is_a_clear_error():
-    """The outer pfor keeps the inner loop's list as long as its longest iteration's:
-    each row's own items are right, but a whole-list read would see the longest
-    iteration's length, so it raises instead of giving a padded value."""
-    x = X[:2, :3, :4]
-    trips = tf.constant([2, 4])
 
-    def per_example(xb, trip):
-        def inner(v):
-            steps = trip + tf.cast(tf.reduce_sum(v) * 0, tf.int32)  # per row, alike
+def _grown(trip, push):
+    """Per row of an inner pfor, a list grown by one item a step for ``trip`` steps
+    (a TensorArray written at the step, or a tensor list pushed to), read whole."""
+    def inner(v):
+        steps = trip + tf.cast(tf.reduce_sum(v) * 0, tf.int32)  # per row, alike
+        if push:
+            items = tf.raw_ops.EmptyTensorList(element_shape=[4], max_num_elements=-1,
+                                               element_dtype=tf.float32)
+            _, items = tf.while_loop(lambda t, a: t < steps, lambda t, a: (
+                t + 1, tf.raw_ops.TensorListPushBack(
+                    input_handle=a, tensor=v * tf.cast(t + 1, tf.float32))), (0, items))
+            whole = tf.raw_ops.TensorListStack(input_handle=items, element_shape=[4],
+                                               element_dtype=tf.float32)
+        else:
             array = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
             _, array = tf.while_loop(
                 lambda t, a: t < steps,
                 lambda t, a: (t + 1, a.write(t, v * tf.cast(t + 1, tf.float32))), (0, array))
-            return tf.reduce_mean(array.stack(), 0)
-        return pf.vectorized_map(inner, xb, fallback="error")
+            whole = array.stack()
+        return tf.reduce_mean(whole, 0)
+    return inner
 
+
+def test_a_whole_list_read_after_steps_that_differ_per_outer_iteration():
+    """The outer pfor keeps the inner loop's list as long as its longest iteration's:
+    a stack of a TensorArray reads each row's own items (ragged), as the loop does."""
+    x, trips = X[:2, :3, :4], tf.constant([2, 4])
+    got = pf.vectorized_map(lambda a: pf.vectorized_map(_grown(a[1], False), a[0],
+                                                        fallback="error"),
+                            (x, trips), fallback="error")
+    expected = tf.stack([tf.stack([tf.reduce_mean(tf.stack(
+        [x[i, j] * float(t + 1) for t in range(int(trips[i]))]), 0) for j in range(3)])
+        for i in range(2)])
+    assert got.shape == (2, 3, 4)
+    assert_allclose(got, expected)
+
+
+def test_a_whole_read_of_pushed_items_after_steps_that_differ_per_outer_iteration():
+    """Pushed items are right-aligned: a whole read would see the longest outer
+    iteration's length, so it raises instead of giving a padded value."""
+    x, trips = X[:2, :3, :4], tf.constant([2, 4])
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match="inside an outer pfor whose iterations ran that loop"):
-        pf.vectorized_map(lambda a: per_example(*a), (x, trips), fallback="error")
-
+        pf.vectorized_map(lambda a: pf.vectorized_map(_grown(a[1], True), a[0],
+                                                      fallback="error"),
+                          (x, trips), fallback="error")
