@@ -19,7 +19,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops
 
 from pfor_core import (collectives, custom, emit, empty, fallback, messages, results, shapes,
-                       uniform_or_loop)
+                       uniform_or_loop, unrolled)
 from pfor_core.context import ConvertContext, Decline, broadcast_invariant
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Layout, Stacked, View, pattern_of, per_iteration
@@ -380,8 +380,9 @@ class Conversion:
                           stacklevel=messages.user_stacklevel())
 
     def _fall_back(self, op, layouts, pattern, reasons, faults=()):
-        if self.trial:
-            return [Stacked(tensor=_stand_in(t, self.n_static)) for t in op.outputs]
+        if self.trial:  # ragged where the fallback loop makes it so (fallback.py)
+            ragged = not unrolled.compiled()  # (under XLA: rows of one static shape)
+            return [_fallback_stand_in(t, self.n_static, ragged) for t in op.outputs]
         mode = self.options.fallback
         if mode == "error":
             message = messages.conversion_error(op, layouts, reasons, faults)
@@ -431,6 +432,20 @@ def _stand_in(original, n_static):
         return tf.raw_ops.Placeholder(dtype=tf.variant, shape=[])
     shape = tf.TensorShape([n_static]).concatenate(original.shape)
     return tf.raw_ops.Placeholder(dtype=original.dtype, shape=shape)
+
+
+def _fallback_stand_in(original, n_static, ragged=True):
+    """What the fallback loop makes of an op's output, for trial conversions: ragged
+    along the dimensions the body does not know (an output of known rank), else
+    stacked."""
+    value = _stand_in(original, n_static)
+    shape = original.shape
+    if (not ragged or original.dtype == tf.variant or shape.rank is None
+            or shape.is_fully_defined()):
+        return Stacked(tensor=value)
+    return Ragged(padded=value, lengths=tuple(
+        tf.raw_ops.Placeholder(dtype=tf.int32, shape=[n_static]) if d is None else None
+        for d in shape.as_list()))
 
 
 def _holding(value, tensor):

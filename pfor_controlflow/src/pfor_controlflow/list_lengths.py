@@ -79,6 +79,18 @@ def same_lengths(ctx, value) -> tf.Tensor:
     if not isinstance(value, ListWithLengths):
         return value.tensor
     lengths = known_lengths(ctx, value)
+    # The list holds no item past the rows' (trip_counts.run_masked: an outer pfor that
+    # runs this loop's masked loop keeps it as long as its longest iteration's). Under
+    # XLA the list is as long as reserved, in the loop too.
+    top = tf.reduce_max(tf.concat([lengths, [0]], 0))
+    fits = tf.logical_or(tf.equal(_R.TensorListLength(input_handle=value.tensor), top),
+                         tf.logical_or(tf.equal(tf.size(lengths), 0), ctx.compiled))
+    extra = tf.debugging.assert_equal(
+        fits, True, message=(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' reads a whole tensor list that a while "
+            "loop with per-iteration trip counts grew, inside an outer pfor whose "
+            "iterations ran that loop for different numbers of steps; pfor cannot read "
+            "it whole there (read it item by item, or pad it to a fixed size)."))
     check = tf.debugging.assert_equal(
         lengths, tf.fill(tf.shape(lengths), tf.reduce_max(lengths)), message=(
             f"pfor: {ctx.op_type} '{ctx.op.name}' reads a whole tensor list whose "
@@ -86,4 +98,5 @@ def same_lengths(ctx, value) -> tf.Tensor:
             "size, or a while loop with per-iteration trip counts grew it), which pfor "
             "reads this way only when every iteration holds as many: pad the list to a "
             "fixed size, or read it item by item or by stack()."))
-    return then(check, value.tensor)
+    with tf.control_dependencies([extra]):
+        return then(check, value.tensor)

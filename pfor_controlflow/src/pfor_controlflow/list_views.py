@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from tensorflow.python.ops import handle_data_util
 
-from pfor_core.extend import ConversionError, Decline, Invariant, Stacked, View
+from pfor_core.extend import ConversionError, Decline, Invariant, Ragged, Stacked, View
 
 _R = tf.raw_ops
 
@@ -37,6 +37,9 @@ class ListView(View):
     # the same for all rows and the loop only writes or grows it (all running rows
     # have run the same steps, and the longest).
     aligned: bool = False
+    # Items whose shape differs between iterations are pushed padded (as a masked loop
+    # that a nested pfor emitted runs them: trip_counts.run_masked).
+    padded_items: bool = False
 
     def again(self, handle) -> "ListView":
         return dataclasses.replace(self, tensor=handle)
@@ -112,7 +115,12 @@ def convert_push_back(ctx):
     if ctx.inputs[1].dtype == tf.variant:
         return ctx.decline("a tensor list or optional (a conditional's intermediates) "
                            "pushed in a loop with per-iteration trip counts")
-    whole = _merge(view, ctx.stacked(1), None)
+    item = ctx.inputs[1]
+    if isinstance(item, Ragged):
+        if not view.padded_items:
+            return ctx.decline("an item whose shape differs between iterations")
+        item = Stacked(tensor=item.padded)  # (zero padding: see trip_counts.run_masked)
+    whole = _merge(view, ctx.stack(item), None)
     return view.again(_R.TensorListPushBack(input_handle=view.tensor, tensor=whole))
 
 
@@ -215,6 +223,8 @@ def right_align_items(whole, lengths) -> tf.Tensor:
 def register(registry):
     # Ahead of the plain tensor-list converters, which they leave plain lists to.
     registry.add("TensorListPushBack", convert_push_back, inputs="S*", priority=10,
+                 narrow=True)
+    registry.add("TensorListPushBack", convert_push_back, inputs="SR", priority=30,
                  narrow=True)
     registry.add("TensorListPopBack", convert_pop_back, inputs="SU", priority=10, narrow=True)
     registry.add("TensorListGetItem", convert_get_item, inputs="SUU", priority=10, narrow=True)

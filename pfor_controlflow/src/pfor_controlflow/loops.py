@@ -12,7 +12,9 @@ Then the condition decides the strategy:
 - stacked (trip counts differ per iteration): the active subset, or the masked loop
   (trip_counts.py) for small bodies of total ops, where it is clearly faster, and
   under XLA and inside an outer pfor, which need its static shapes (masking.py says
-  when masking is safe and when it pays).
+  when masking is safe and when it pays). A masked loop that a nested pfor emitted
+  (trip_counts.run_masked marks it) runs masked over this pfor's iterations too, its
+  tensor lists kept as long as the longest iteration's (``_run_uniform``).
 """
 
 from __future__ import annotations
@@ -193,6 +195,8 @@ def convert_while(ctx):
     loop.stacked = _find_stacked(loop, loop.stacked)
     parallel = ctx.attr("parallel_iterations") if ctx.has_attr("parallel_iterations") else 10
     per_iteration = _cond_is_stacked(loop)
+    if per_iteration and not ctx.compiled and trip_counts.masked_by_pfor(ctx.op):
+        return _run_uniform(loop, parallel)
     refused = _lists_refused(loop, per_iteration)
     if refused:
         return ctx.decline(refused)
@@ -208,12 +212,14 @@ def convert_while(ctx):
     if any(l and not s for l, s in zip(lists, loop.stacked)):
         loop.stacked = _find_stacked(loop, [s or l for s, l in zip(loop.stacked, lists)])
     if ctx.compiled or ctx.nested:
-        if loop.ragged_lists:
-            where = "under XLA" if ctx.compiled else "inside an outer pfor"
-            return ctx.decline(f"a loop with per-iteration trip counts {where} runs masked, "
-                               "which does not carry tensor lists of items whose shape "
-                               "differs between iterations")
-        repeated = masking.effects(loop.body, loop.cond)
+        if loop.ragged_lists and ctx.compiled:
+            return ctx.decline("a loop with per-iteration trip counts under XLA runs "
+                               "masked, which does not carry tensor lists of items whose "
+                               "shape differs between iterations (their padded size is "
+                               "not known when compiling)")
+        # (an Assert is no effect to repeat here: rows that should not run check the
+        # values of a row that runs, masking.stand_ins, as an Assert is not total)
+        repeated = [e for e in masking.effects(loop.body, loop.cond) if e != "Assert"]
         if repeated:
             return ctx.decline(masking.refusal(
                 ctx, "a loop with per-iteration trip counts", repeated))
@@ -224,6 +230,28 @@ def convert_while(ctx):
     if masking.pays(loop):
         return trip_counts.run_masked(loop, parallel)
     return trip_counts.run_subset(loop, parallel)
+
+
+def _run_uniform(loop, parallel):
+    """A masked loop that a pfor nested in this one emitted, run masked over this
+    pfor's iterations too, its tensor lists kept as long as the longest iteration's
+    (trip_counts.run_masked says why that is exact): plain stacked lists, also where
+    the items pushed differ in shape between iterations (they are pushed padded)."""
+    ctx = loop.ctx
+    if any(isinstance(v, ragged_lists.RaggedList) for v in loop.inputs):
+        return ctx.decline("a list of ragged items enters a masked loop of a nested pfor")
+    refused = _lists_refused(loop, True)
+    if refused:
+        return ctx.decline(refused)
+    loop.ragged_lists.clear()  # (what the trials found: pushed padded instead)
+    lists = [ctx.op.inputs[k].dtype == tf.variant and k in loop.carried
+             for k in range(len(loop.stacked))]
+    loop.stacked = [s or l for s, l in zip(loop.stacked, lists)]
+    if ctx.trial:
+        return _layouts_only(loop, True)
+    if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
+        return ctx.decline("per-iteration trip counts with a resource carried through the loop")
+    return trip_counts.run_masked(loop, parallel, uniform=True)
 
 
 def _layouts_only(loop, per_iteration):

@@ -9,8 +9,10 @@ their shapes beside them; reads gather the rows. After the loop each row holds i
 number of items (``RaggedList.counts``), pushes at the end of its list
 (``right_aligned``), as list_views.py leaves plain lists. A gradient loop adds lists
 it made for its rows (a read's gradient) to the one it carries: AddN scatters them
-into the view's rows. (The masked loop, which XLA
-and an outer pfor need, does not carry these lists: such a loop declines them.)
+into the view's rows. The masked loop (inside an outer pfor) sees them with a
+``mask``: every row, a write keeping the old item where the row's writes do not count
+(per-row writes decline there); under XLA, where their padded size is not known when
+compiling, loops decline these lists.
 """
 
 from __future__ import annotations
@@ -38,20 +40,26 @@ class RaggedListView(PaddedItems):
     width: tf.Tensor
     rows: tf.Tensor  # int32 [m]: the rows being converted
     aligned: bool = False  # the running rows hold as many items as the whole list
+    # bool [width]: the rows whose writes count (a masked loop converts all rows,
+    # ``rows`` is then every row); None: all of ``rows``.
+    mask: tf.Tensor | None = None
 
 
-def view_of(value, width, rows, aligned=False) -> RaggedListView:
-    """The ``RaggedList`` ``value`` seen by a conversion of its ``rows``."""
+def view_of(value, width, rows, aligned=False, mask=None) -> RaggedListView:
+    """The ``RaggedList`` ``value`` seen by a conversion of its ``rows`` (of all rows,
+    of which those in ``mask`` count, for a masked loop)."""
+    if mask is not None:
+        rows = tf.range(tf.cast(width, tf.int32))
     return RaggedListView(tensor=value.tensor, shapes=value.shapes, rank=value.rank,
-                          width=width, rows=rows, aligned=aligned)
+                          width=width, rows=rows, aligned=aligned, mask=mask)
 
 
-def result(handle, shapes, rank, *, lengths, change, pushed, n) -> RaggedList:
+def result(handle, shapes, rank, *, lengths, change, pushed, n, nested=False) -> RaggedList:
     """The loop's output for a list of ragged items: ``lengths`` each row's number of
     items when it finished, right-aligned where the body pushes (``pushed``: the
     element dtype); ``change`` as ``loop_vars.length_change`` says."""
     if pushed is not None:
-        handle, shapes = _right_align(handle, shapes, rank, lengths, pushed, n)
+        handle, shapes = _right_align(handle, shapes, rank, lengths, pushed, _N(n, nested))
     if change == "same":
         return RaggedList(tensor=handle, shapes=shapes, rank=rank)
     return RaggedList(tensor=handle, shapes=shapes, rank=rank, counts=lengths,
@@ -60,16 +68,17 @@ def result(handle, shapes, rank, *, lengths, change, pushed, n) -> RaggedList:
 
 
 class _N:
-    """What ``stack_items`` needs of a context: the number of rows."""
+    """What ``stack_items`` needs of a context: the number of rows, and whether the
+    ops land in the body of an outer pfor."""
 
-    def __init__(self, n):
-        self.n = n
+    def __init__(self, n, nested=False):
+        self.n, self.nested = n, nested
 
 
-def _right_align(handle, shapes, rank, lengths, dtype, n):
-    items, sizes = stack_items(_N(n), RaggedList(tensor=handle, shapes=shapes, rank=rank), dtype)
+def _right_align(handle, shapes, rank, lengths, dtype, rows):
+    items, sizes = stack_items(rows, RaggedList(tensor=handle, shapes=shapes, rank=rank), dtype)
     items, sizes = right_align_items(items, lengths), right_align_items(sizes, lengths)
-    element = tf.concat([tf.reshape(tf.cast(n, tf.int32), [1]), [rank]], 0)
+    element = tf.concat([tf.reshape(tf.cast(rows.n, tf.int32), [1]), [rank]], 0)
     return (_R.TensorListFromTensor(tensor=items, element_shape=-1),
             _R.TensorListFromTensor(tensor=sizes, element_shape=element))
 
@@ -97,7 +106,7 @@ def _all_items(ctx, view):
     """Every item of the whole list padded to the largest ``[T, width, ...]``, and
     their shapes ``[T, width, rank]``."""
     value = RaggedList(tensor=view.tensor, shapes=view.shapes, rank=view.rank)
-    return stack_items(_N(view.width), value, ctx.attr("element_dtype"))
+    return stack_items(_N(view.width, ctx.nested), value, ctx.attr("element_dtype"))
 
 
 def _whole(view) -> tf.Tensor:
@@ -123,8 +132,23 @@ def _merge(view, padded, sizes, old=None, old_sizes=None):
                       tf.shape(padded, out_type=tf.int32)[1:])
     old = _pad_to(old, tf.concat([_whole(view), dims], 0))
     padded = _pad_to(padded, tf.concat([tf.shape(padded, out_type=tf.int32)[:1], dims], 0))
+    if view.mask is not None:  # masked: every row, the old item where writes do not count
+        return _select(view.mask, padded, old), _select(view.mask, sizes, old_sizes)
     at = view.rows[:, None]
     return _scatter(old, at, padded), _scatter(old_sizes, at, sizes)
+
+
+def _select(mask, new, old) -> tf.Tensor:
+    rows = tf.reshape(mask, tf.concat([tf.shape(mask), tf.ones_like(tf.shape(new))[1:]], 0))
+    return tf.where(rows, new, old)
+
+
+def _unmasked(view):
+    """``view``, refused where a masked loop sees it: per-row writes of rows whose
+    writes do not count would land."""
+    if view.mask is not None:
+        raise Decline("a per-row write to a list of ragged items in a masked loop")
+    return view
 
 
 def _scatter(base, at, updates) -> tf.Tensor:
@@ -194,6 +218,7 @@ def convert_ragged_view_set_item_at_rows(ctx, view):
     whole list as one tensor, the rows' items scattered in, made a list again."""
     if not ctx.inputs[1].is_stacked or ctx.attr("resize_if_index_out_of_bounds"):
         raise Decline("an invariant index, or a write that may grow the list")
+    _unmasked(view)
     at = _stacked_index(ctx, view)
     padded, sizes = _item_of(ctx, view, 2)
     items, shapes = _all_items(ctx, view)
@@ -233,6 +258,7 @@ def convert_ragged_view_resize_rows(ctx, view):
     the loop's result marks the numbers of items as not tracked."""
     if not ctx.inputs[1].is_stacked or not _only_returned(ctx.op.outputs[0]):
         raise Decline("an invariant size, or a resized list read in the step")
+    _unmasked(view)
     size = tf.reduce_max(tf.concat([tf.cast(ctx.stacked(1), tf.int32), [0]], 0))
     size = tf.maximum(size, _R.TensorListLength(input_handle=view.tensor))
     return view.again(_R.TensorListResize(input_handle=view.tensor, size=size),
@@ -271,7 +297,8 @@ def convert_ragged_view_get_item(ctx):
 
 def convert_ragged_view_pop_back(ctx):
     view = _view(ctx)
-    _index(ctx, 1)  # the element shape
+    # (the element shape shapes only an unset item, and these lists' items are all set:
+    # it may differ per iteration, as a gradient loop that pops a ragged item gives it)
     handle, padded = _R.TensorListPopBack(input_handle=view.tensor, element_shape=-1,
                                           element_dtype=ctx.attr("element_dtype"))
     shapes, sizes = _R.TensorListPopBack(input_handle=view.shapes,
@@ -289,7 +316,7 @@ def convert_ragged_view_add_lists(ctx):
     views = [v for v in ctx.inputs if isinstance(v, RaggedListView)]
     if not views or ctx.op.outputs[0].dtype != tf.variant:
         raise Decline("no list of ragged items seen by a loop over some iterations")
-    view, dtype = views[0], _summed_dtype(ctx)
+    view, dtype = _unmasked(views[0]), _summed_dtype(ctx)
     if dtype is None:
         raise Decline("the lists' element dtype is not known here")
     wholes = []
@@ -297,7 +324,7 @@ def convert_ragged_view_add_lists(ctx):
         if isinstance(value, RaggedListView):
             if value.rows is not view.rows or value.rank != view.rank:
                 raise Decline("lists seen by different loops")
-            wholes.append(stack_items(_N(view.width), RaggedList(
+            wholes.append(stack_items(_N(view.width, ctx.nested), RaggedList(
                 tensor=value.tensor, shapes=value.shapes, rank=value.rank), dtype))
             continue
         items, sizes = stack_items(ctx, as_ragged_list(ctx, value, view.rank, dtype), dtype)
@@ -340,7 +367,7 @@ def register(registry):
             ("TensorListPushBack", convert_ragged_view_push_back, "S?"),
             ("TensorListSetItem", convert_ragged_view_set_item, "SU?"),
             ("TensorListGetItem", convert_ragged_view_get_item, "SU?"),
-            ("TensorListPopBack", convert_ragged_view_pop_back, "SU"),
+            ("TensorListPopBack", convert_ragged_view_pop_back, "S*"),
             ("TensorListSetItem", convert_ragged_view_set_item_at_rows, "SS?"),
             ("TensorListGetItem", convert_ragged_view_get_item_at_rows, "SS?"),
             ("TensorListResize", convert_ragged_view_resize_rows, "SS"),

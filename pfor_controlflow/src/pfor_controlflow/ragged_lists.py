@@ -295,8 +295,11 @@ def stack_items(ctx, value, dtype):
     element = shapes_element(ctx, rank)
     shapes = _R.TensorListStack(input_handle=value.shapes, element_shape=element,
                                 element_dtype=tf.int32)  # [T, n, rank]
-    largest = _largest(tf.reshape(shapes, [-1, rank]), rank)
     count = _R.TensorListLength(input_handle=value.tensor)
+    if getattr(ctx, "nested", False):
+        largest = _padded_size(ctx, value, count, dtype)
+    else:
+        largest = _largest(tf.reshape(shapes, [-1, rank]), rank)
     whole = tf.concat([_n(ctx), largest], 0)
     padded = _R.TensorListReserve(element_shape=whole, num_elements=count, element_dtype=dtype)
 
@@ -309,6 +312,22 @@ def stack_items(ctx, value, dtype):
     padded = tf.while_loop(lambda t, _: t < count, body, (tf.constant(0), padded))[1]
     items = _R.TensorListStack(input_handle=padded, element_shape=whole, element_dtype=dtype)
     return items, shapes
+
+
+def _padded_size(ctx, value, count, dtype) -> tf.Tensor:
+    """The largest padded size of the items (inside an outer pfor, in place of their
+    largest size: an outer pfor that runs the loop that pushed them pads them alike
+    in all its iterations, see trip_counts.run_masked, where their sizes differ)."""
+    rank = value.rank
+    empty = tf.concat([_n(ctx), tf.zeros([rank], tf.int32)], 0)  # (an unset item: zeros)
+
+    def body(t, largest):
+        item = _R.TensorListGetItem(input_handle=value.tensor, index=t, element_dtype=dtype,
+                                    element_shape=empty)
+        return t + 1, tf.maximum(largest, tf.shape(item, out_type=tf.int32)[1:])
+
+    return tf.while_loop(lambda t, _: t < count, body,
+                         (tf.constant(0), tf.zeros([rank], tf.int32)))[1]
 
 
 def convert_ragged_stack(ctx):

@@ -22,6 +22,7 @@ and are right-aligned at the end when the body pushes to them.
 from __future__ import annotations
 
 import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2
 
 from pfor_core.extend import Invariant, Stacked
 from pfor_controlflow import deferred_sums, masking, ragged_list_views, ragged_lists, row_views
@@ -95,6 +96,19 @@ def _list_view(loop, kinds, k, value, rows):
         return ragged_list_views.view_of(value, loop.ctx.n, rows, aligned=k in kinds.aligned)
     handle = value if isinstance(value, tf.Tensor) else value.tensor
     return ListView(tensor=handle, width=loop.ctx.n, rows=rows, aligned=k in kinds.aligned)
+
+
+def _masked_view(loop, kinds, k, value, active, uniform=False):
+    """Tensor list ``k`` as the body of the masked loop sees it (``active``: the rows
+    whose writes count; ``uniform``: see ``run_masked``)."""
+    if isinstance(value, tuple):
+        value = ragged_lists.from_pair(value, loop.ragged_lists[k])
+    if isinstance(value, ragged_lists.RaggedList):
+        return ragged_list_views.view_of(value, loop.ctx.n, None, aligned=k in kinds.aligned,
+                                         mask=active)
+    handle = value if isinstance(value, tf.Tensor) else value.tensor
+    return ListView(tensor=handle, width=loop.ctx.n, mask=active, aligned=k in kinds.aligned,
+                    padded_items=uniform)
 
 
 def _list_carry(loop, converted, k):
@@ -271,7 +285,26 @@ def _list_result(loop, kinds, k, handle, lengths):
 
 
 # -- masked -------------------------------------------------------------------------------
-def run_masked(loop, parallel):
+# The masked loops this module emits inside an outer pfor carry this attr (on their
+# While op): see ``run_masked``.
+UNIFORM_LISTS = "_pfor_masked_lists"
+
+
+def masked_by_pfor(op) -> bool:
+    """Whether the While ``op`` is a masked loop that a pfor nested in this one emitted
+    (see ``run_masked``)."""
+    return UNIFORM_LISTS in op.node_def.attr
+
+
+def run_masked(loop, parallel, uniform=False):
+    """The masked loop. Its tensor lists hold, past every row's own items, what the
+    steps after that row finished pushed (or nothing): the code after the loop reads
+    each row's own items only, by the counts the loop keeps (``ran``, ``sizes``).
+    Inside an outer pfor, the While op says so (``UNIFORM_LISTS``); the outer pfor then
+    runs it ``uniform``: masked over its own iterations too, each list as long as the
+    longest outer iteration's and its items padded alike, so that the code after the
+    loop meets plain stacked lists instead of lists whose length or item size differs
+    between the outer iterations (which it could not vectorize)."""
     ctx, kinds = loop.ctx, _Kinds(loop)
     init, active = _initial(loop)
     # Rows not running compute on a running row's values unless nothing can fail.
@@ -282,9 +315,11 @@ def run_masked(loop, parallel):
             return value if rows_of is None else tf.gather(value, rows_of)
 
         def from_outside(k, v):
+            if isinstance(v, ragged_lists.RaggedList):
+                return _masked_view(loop, kinds, k, v, active)
             if v.is_stacked and v.dtype == tf.variant:
                 return ListView(tensor=v.tensor, width=ctx.n, mask=active,
-                                aligned=k in kinds.aligned)
+                                aligned=k in kinds.aligned, padded_items=uniform)
             if not v.is_stacked or rows_of is None:
                 return v
             if k in kinds.viewed:  # read by item: no copy of the whole value
@@ -292,8 +327,8 @@ def run_masked(loop, parallel):
             return Stacked(tensor=rows(v.tensor))
 
         outside = [from_outside(k, v) for k, v in enumerate(loop.inputs)]
-        mine = [ListView(tensor=v, width=ctx.n, mask=active, aligned=k in kinds.aligned)
-                if k in kinds.lists else rows(v) if k in kinds.rows else v
+        mine = [_masked_view(loop, kinds, k, v, active, uniform) if k in kinds.lists
+                else rows(v) if k in kinds.rows else v
                 for k, v in zip(loop.carried, values)]
         return loop.layouts(mine, outside=outside)
 
@@ -303,7 +338,7 @@ def run_masked(loop, parallel):
     def body(active, values, finals, ran, sizes):
         rows_of = masking.stand_ins(active) if stand_in else None
         converted = ctx.convert_function(loop.body, layouts(active, values, rows_of))
-        outs = [list_out(converted, k).tensor if k in kinds.lists else
+        outs = [_list_carry(loop, converted, k) if k in kinds.lists else
                 carried_out(loop, converted, k) for k in loop.carried]
         check = ctx.convert_function(loop.cond, layouts(active, outs, rows_of))
         still = tf.logical_and(truth(check.stacked(0)), active)
@@ -314,7 +349,8 @@ def run_masked(loop, parallel):
         finals = [select_rows(done, tf.broadcast_to(by_k[k][None], tf.shape(f)), f)
                   for f, k in zip(finals, kinds.changing)]
         ran = ran + tf.cast(active, tf.int32)
-        sizes = [tf.where(done, _LENGTH(input_handle=by_k[k]), s) for k, s in zip(written, sizes)]
+        sizes = [tf.where(done, _LENGTH(input_handle=_handle(by_k[k])), s)
+                 for k, s in zip(written, sizes)]
         still = with_effects([still], _effects(converted, check))[0]
         return still, new, finals, ran, sizes
 
@@ -326,27 +362,42 @@ def run_masked(loop, parallel):
     start = (active, [init[k] for k in loop.carried],
              [ctx.stack(loop.inputs[k]) for k in kinds.changing],
              tf.zeros([ctx.n], tf.int32),
-             [tf.fill([ctx.n], _LENGTH(input_handle=init[k])) for k in written])
+             [tf.fill([ctx.n], _LENGTH(input_handle=_handle(init[k]))) for k in written])
+    before = len(tf.compat.v1.get_default_graph().get_operations())
     _, values, finals, ran, sizes = tf.while_loop(
         lambda active, *_: tf.reduce_any(active), body, start,
         parallel_iterations=parallel, maximum_iterations=loop.maximum_iterations,
         shape_invariants=shapes)
+    if ctx.nested and kinds.lists:
+        for op in tf.compat.v1.get_default_graph().get_operations()[before:]:
+            if op.type in ("While", "StatelessWhile"):
+                op._set_attr(UNIFORM_LISTS, attr_value_pb2.AttrValue(b=True))  # pylint: disable=protected-access
     for value, k in zip(values, loop.carried):
-        value.set_shape(loop.shape_of(k))
+        if k not in loop.ragged_lists:
+            value.set_shape(loop.shape_of(k))
     for final, k in zip(finals, kinds.changing):
         final.set_shape(ctx.stacked_shape(loop.body.inputs[k].shape))
     layouts = loop.layouts(values)
     for k, final in zip(kinds.changing, finals):
         layouts[k] = Stacked(tensor=final)
     sizes = dict(zip(written, sizes))
+    if uniform:  # lists stay as the loop leaves them (see above)
+        return layouts
     for k in kinds.lists:
         pushed = pushed_by(loop.body, k)
         handle, length = layouts[k].tensor, sizes.get(k)
         if pushed is not None:
             # Each row's items: those the list started with, then the pushes of the
             # steps it ran (XLA's list length is the reserved size, not the count).
-            start = 0 if starts_empty(ctx.op.inputs[k]) else _LENGTH(input_handle=init[k])
+            start = (0 if starts_empty(ctx.op.inputs[k])
+                     else _LENGTH(input_handle=_handle(init[k])))
             length = start + pushes_per_step(loop.body, k) * ran
+        if k in loop.ragged_lists:
+            layouts[k] = ragged_list_views.result(
+                *layouts[k].pair(), loop.ragged_lists[k], lengths=length,
+                change=kinds.change[k], pushed=pushed, n=ctx.n, nested=ctx.nested)
+            continue
+        if pushed is not None:
             handle = right_align(handle, length, pushed)
         layouts[k] = _list_result(loop, kinds, k, handle, length)
     return layouts

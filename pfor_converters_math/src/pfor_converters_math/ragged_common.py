@@ -78,6 +78,15 @@ def broadcast(ctx, values):
         if is_ragged(v):
             for d in v.ragged_axes:
                 lengths[d + rank - r].append((k, v.lengths[d]))
+    values = list(values)
+    for k, (v, r) in enumerate(zip(values, ranks)):
+        static = v.shape.as_list()
+        unknown = [d for d in range(r) if lengths[d + rank - r] and static[d] is None
+                   and not (is_ragged(v) and v.lengths[d] is not None)]
+        if unknown:  # its size, the same in every iteration, checked as a ragged one's
+            values[k] = sized(ctx, v, unknown)
+            for d in unknown:
+                lengths[d + rank - r].append((k, values[k].lengths[d]))
     fixed = {}  # output dim -> a static size > 1 of an operand that does not vary there
     for k, (v, r) in enumerate(zip(values, ranks)):
         static = v.shape.as_list()
@@ -131,6 +140,20 @@ def broadcast(ctx, values):
         elif not v.is_stacked:
             tensors[k] = shapes.lift_contraction(tensors[k], rank + 1)
     return tensors, out_lengths
+
+
+def sized(ctx, value, axes) -> Ragged:
+    """``value`` as a ragged value whose lengths along ``axes`` (per-iteration dims of
+    no static size, the same in every iteration) are its size there: the size a value
+    made inside a nested pfor's body may have, which the outer pfor does not know
+    statically, then meets ragged operands like theirs."""
+    tensor = value.padded if is_ragged(value) else ctx.stack(value)
+    rank = tensor.shape.rank - 1
+    lengths = list(value.lengths) if is_ragged(value) else [None] * rank
+    n = tf.shape(tensor, out_type=tf.int32)[:1]
+    for d in axes:
+        lengths[d] = tf.fill(n, tf.shape(tensor, out_type=tf.int32)[d + 1])
+    return Ragged(padded=tensor, lengths=tuple(lengths))
 
 
 def _broadcast_to_size(ctx, tensor, axis, length, size):

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Ragged
+from pfor_core.extend import Decline, Ragged
 
 from pfor_converters_math import elementwise, special
-from pfor_converters_math.ragged_common import broadcast, result, same_lengths
+from pfor_converters_math.ragged_common import broadcast, result, same_lengths, sized
 
 # Unary ops with f(0) == 0 (or False): the padding needs no mask after them.
 _ZERO_PRESERVING = frozenset({
@@ -46,6 +46,8 @@ def convert_broadcasting(ctx):
     clean = ((ctx.op_type in _ZERO_PRESERVING_BINARY and _same_lengths(ctx.inputs))
              or _scaled_by_a_finite_constant(ctx))
     tensors, lengths = broadcast(ctx, ctx.inputs)
+    # (where an operand's size was not known statically but the op's is, the walk
+    # fits the result to it: results.check)
     return result(ctx.emit(*tensors)[0], lengths, masked=not clean)
 
 
@@ -79,9 +81,14 @@ def _same_lengths(values) -> bool:
 
 def convert_equal_shapes(ctx):
     """Kernels without broadcasting (TanhGrad, ...) and AddN: ragged operands of equal
-    sizes in every iteration (checked: the loop's kernel fails otherwise)."""
-    first = ctx.inputs[0]
-    for v in ctx.inputs[1:]:
+    sizes in every iteration (checked: the loop's kernel fails otherwise). A stacked or
+    invariant operand takes part where its sizes along the varying dimensions are not
+    known statically (a value made inside a nested pfor's body): they are checked
+    alike."""
+    inputs = [v if isinstance(v, Ragged) else _sized_like(ctx, v, ctx.inputs)
+              for v in ctx.inputs]
+    first = inputs[0]
+    for v in inputs[1:]:
         if v.padded.shape.rank != first.padded.shape.rank:
             return ctx.decline("operands of different ranks")
         for d, (a, b) in enumerate(zip(first.lengths, v.lengths)):
@@ -89,10 +96,21 @@ def convert_equal_shapes(ctx):
                 return ctx.decline("operands vary in different dimensions")
             if a is not None:
                 same_lengths(ctx, a, b, f"{ctx.op_type} dimension {d}")
-    tensors, lengths = broadcast(ctx, ctx.inputs)  # pads them to one width
+    tensors, lengths = broadcast(ctx, inputs)  # pads them to one width
     if ctx.op_type == "AddN":
         return result(tf.math.add_n(tensors), lengths)
     return result(ctx.emit(*tensors)[0], lengths)
+
+
+def _sized_like(ctx, value, values) -> Ragged:
+    """A stacked or invariant operand as ragged along the dimensions where the ragged
+    operands vary, which it must have of no static size (else it matches them only
+    by chance: declined)."""
+    axes = sorted({d for v in values if isinstance(v, Ragged) for d in v.ragged_axes})
+    static = value.shape.as_list() if value.shape.rank is not None else None
+    if static is None or any(d >= len(static) or static[d] is not None for d in axes):
+        raise Decline("a fixed operand against operands whose sizes differ per iteration")
+    return sized(ctx, value, axes)
 
 
 def convert_clip(ctx):
@@ -125,3 +143,6 @@ def register(registry):
     # by chance, so only all-ragged patterns.
     registry.add(elementwise.SAME_SHAPE, convert_equal_shapes, inputs="RR")
     registry.add("AddN", convert_equal_shapes, inputs="R...")
+    # (a value of no static size in a nested pfor's body, as its gradients add them)
+    registry.add("AddN", convert_equal_shapes, inputs="*R")
+    registry.add("AddN", convert_equal_shapes, inputs="R*")

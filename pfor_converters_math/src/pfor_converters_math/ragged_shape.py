@@ -66,11 +66,13 @@ def convert_reshape(ctx):
         return ctx.decline("the target shape differs per iteration")
     target = tf.get_static_value(shape.tensor)
     if target is None:
-        return ctx.decline("the target shape is known only at run time")
+        return _reshape_to_run_time_shape(ctx, x, shape.tensor)
     target = [int(t) for t in np.asarray(target).reshape(-1)]
     if target == [-1] and x.rank > 1:  # flattened: each iteration's elements in order
         flat, sizes = x.to_flat()
         return Ragged.from_row_lengths(flat, tf.reduce_prod(sizes, axis=1))
+    if -1 not in target:  # every iteration's value gets that one shape
+        return _reshape_to_run_time_shape(ctx, x, shape.tensor)
     if len(x.ragged_axes) != 1 or target.count(-1) != 1:
         return ctx.decline("one varying dimension, kept as the target's -1, expected")
     d, p = x.ragged_axes[0], target.index(-1)
@@ -84,6 +86,27 @@ def convert_reshape(ctx):
     lengths = [None] * len(target)
     lengths[p] = x.lengths[d]
     return Ragged(padded=padded, lengths=tuple(lengths))
+
+
+def _reshape_to_run_time_shape(ctx, x, target):
+    """A reshape to an invariant shape (known only at run time: what a nested pfor's
+    body emits for a reshape of its own stacked values; or of no -1): every
+    iteration's elements in order, checked to be as many in every iteration (the same
+    shape for all, as the loop needs where the shape has no -1)."""
+    if ctx.compiled:
+        return ctx.decline("the target shape is known only at run time")
+    flat, sizes = x.to_flat()
+    counts = tf.reduce_prod(sizes, axis=1)
+    target = tf.cast(target, tf.int32)
+    wanted = tf.reduce_prod(tf.where(target < 0, 1, target))
+    fits = tf.reduce_all(tf.logical_and(
+        tf.equal(counts, tf.concat([counts, [0]], 0)[0]),
+        tf.logical_or(tf.reduce_any(target < 0), tf.equal(counts, wanted))))
+    flat = ctx.check(fits, f"{ctx.op_type}: the iterations' values do not all hold as many "
+                     "elements as the target shape (the loop would fail there)", tensor=flat)
+    out = tf.reshape(flat, tf.concat([tf.reshape(tf.cast(ctx.n, tf.int32), [1]), target], 0))
+    out.set_shape(ctx.stacked_shape(ctx.op.outputs[0].shape))
+    return Stacked(tensor=out)
 
 
 def convert_transpose(ctx):

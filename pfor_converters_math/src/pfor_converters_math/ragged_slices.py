@@ -80,21 +80,20 @@ def _resolve(bound, extent):
 
 
 # -- plans: per axis ("whole",), ("range", first, size), ("index", index) ----------------
-def _strided_plan(ctx, source):
-    x, begin, end, strides = ctx.inputs
-    steps = tf.get_static_value(strides.tensor)
+def _strided_plan(ctx, source, x):
+    steps = tf.get_static_value(ctx.inputs[3].tensor)
     if steps is None or any(int(s) != 1 for s in steps):
         return ctx.decline("strides must be static and all 1")
-    if ctx.attr("ellipsis_mask") or ctx.attr("new_axis_mask"):
-        return ctx.decline("an ellipsis or new axis in the slice")
+    if ctx.attr("ellipsis_mask"):
+        return ctx.decline("an ellipsis in the slice")
     if x.shape.rank is None or len(steps) > x.shape.rank:
         return ctx.decline("the slice's rank is unknown or larger than the input's")
     begin_mask, end_mask = ctx.attr("begin_mask"), ctx.attr("end_mask")
-    shrink = ctx.attr("shrink_axis_mask")
+    shrink, new = ctx.attr("shrink_axis_mask"), ctx.attr("new_axis_mask")
     plan = []
     for k, extent in enumerate(source.extents):
         bit = 1 << k
-        if k >= len(steps) or (begin_mask & end_mask & bit and not shrink & bit):
+        if k >= len(steps) or new & bit or (begin_mask & end_mask & bit and not shrink & bit):
             plan.append(("whole",))
             continue
         if shrink & bit:
@@ -313,11 +312,16 @@ def convert_strided_slice_ragged(ctx):
     """StridedSlice whose size may differ between iterations (stacked bounds, or a
     ragged input): a ragged result."""
     x = ctx.inputs[0]
-    windows = not isinstance(x, Ragged) and _one_window_size(ctx)
+    new = ctx.attr("new_axis_mask")
+    windows = not new and not isinstance(x, Ragged) and _one_window_size(ctx)
     if windows and _one_window_size(ctx, inside=True):
         return ctx.decline("every iteration's window has one size (offsets.py)")
+    if new and not ctx.attr("ellipsis_mask"):
+        if type(x) not in (Ragged, Stacked, Invariant):
+            return ctx.decline("a new axis on a view")
+        x = _with_new_axes(x, new)
     source = _Source(ctx, x)
-    plan = _strided_plan(ctx, source)
+    plan = _strided_plan(ctx, source, x)
     if not isinstance(plan, tuple):
         return plan
     out = _apply(ctx, source, *plan)
@@ -325,6 +329,28 @@ def convert_strided_slice_ragged(ctx):
         out = Ragged(padded=out.padded, lengths=tuple(
             None if length is None else usually_uniform(length) for length in out.lengths))
     return out
+
+
+def _with_new_axes(x, new):
+    """``x`` with an axis of size 1 at every spec entry of ``new`` (a new_axis_mask
+    without ellipsis: spec entry k is then axis k), which the slice takes whole (what
+    ``x[:, None]`` does; ragged converters emit such slices inside an outer pfor)."""
+    rank = x.shape.rank
+    if rank is None:
+        return x
+    padded = x.padded if isinstance(x, Ragged) else x.tensor
+    lengths = list(x.lengths) if isinstance(x, Ragged) else None
+    offset = int(x.is_stacked)
+    k = 0
+    while new >> k:
+        if new >> k & 1:
+            padded = tf.expand_dims(padded, k + offset)
+            if lengths is not None:
+                lengths.insert(k, None)
+        k += 1
+    if lengths is not None:
+        return Ragged(padded=padded, lengths=tuple(lengths))
+    return type(x)(tensor=padded)
 
 
 def convert_slice_ragged(ctx):

@@ -27,6 +27,8 @@ def convert_where_ragged(ctx):
         return ctx.decline("a mask of unknown rank")
     rank = tensor.shape.rank - 1
     truth = tensor if tensor.dtype == tf.bool else tf.not_equal(tensor, tf.zeros([], tensor.dtype))
+    if ctx.nested:
+        return _by_sorting(ctx, truth, rank)
     coords = tf.where(truth)  # [total, 1 + rank], sorted by iteration
     counts = tf.reduce_sum(tf.cast(tf.reshape(truth, [ctx.n, -1]), tf.int32), axis=1)
     before = tf.cumsum(counts, exclusive=True)
@@ -38,18 +40,51 @@ def convert_where_ragged(ctx):
     return Ragged(padded=padded, lengths=(counts, None))
 
 
+def _by_sorting(ctx, truth, rank):
+    """Where inside an outer pfor, which vectorizes the ops emitted here again: no op
+    whose output shape depends on the data but a slice to the largest count (which
+    the outer pfor makes ragged). Per iteration a stable sort of the flat mask puts
+    the positions of its true elements first, in order; they are unravelled into
+    coordinates and the padding set to zero."""
+    flat = tf.cast(tf.reshape(truth, tf.stack([ctx.n, -1])), tf.int32)  # [n, P]
+    counts = tf.reduce_sum(flat, axis=1)
+    width = tf.reduce_max(tf.concat([counts, [0]], 0))
+    # (top_k is stable: of equal values the lower index comes first)
+    first = tf.math.top_k(flat, k=tf.shape(flat)[1], sorted=True)
+    position = tf.cast(first.indices[:, :width], tf.int64)  # [n, W]
+    inside = tf.cast(first.values[:, :width], tf.int64)  # 1 for a true element, else 0
+    dims = tf.shape(truth, out_type=tf.int64)[1:]
+    coords = []
+    for d in reversed(range(rank)):
+        coords.append(tf.expand_dims(tf.math.floormod(position, dims[d]) * inside, -1))
+        position = tf.math.floordiv(position, dims[d])
+    if not coords:
+        return ctx.decline("a scalar mask")
+    padded = coords[0] if rank == 1 else tf.concat(coords[::-1], axis=-1)
+    return Ragged(padded=padded, lengths=(counts, None))
+
+
 def convert_gather_ragged_indices(ctx):
     """GatherV2 by ragged indices of stacked, invariant or ragged params (``batch_dims``
     0)."""
     params, indices, axis = ctx.inputs
-    if ctx.attr("batch_dims") != 0:
-        return ctx.decline("batch_dims other than 0")
     axis_value = tf.get_static_value(axis.tensor)
     rank = params.shape.rank
     if axis_value is None or rank is None:
         return ctx.decline("a run-time axis or params of unknown rank")
     axis_value = int(axis_value) % rank if rank else 0
+    batch = ctx.attr("batch_dims")
+    batch = batch + indices.rank if batch < 0 else batch
     index = indices.padded  # [n, D..., ]
+    if batch:  # (what boolean_mask emits inside an outer pfor: see convert_where_ragged)
+        if (isinstance(params, Ragged) or any(length is not None
+                                              for length in indices.lengths[:batch])
+                or not 0 < batch <= axis_value):
+            return ctx.decline("batch_dims with ragged params or batch dimensions")
+        out = tf.gather(ctx.stacked(0), index, axis=axis_value + 1, batch_dims=batch + 1)
+        lengths = ([None] * axis_value + list(indices.lengths[batch:])
+                   + [None] * (rank - axis_value - 1))
+        return Ragged.from_stacked(out, lengths)
     if isinstance(params, Ragged):
         return _gather_ragged_params(ctx, params, indices, axis_value)
     if params.is_stacked:
