@@ -16,7 +16,7 @@ import dataclasses
 import tensorflow as tf
 
 from pfor_core import composites
-from pfor_core.layout import Stacked
+from pfor_core.layout import Stacked, View
 
 # Ops whose output may be far larger than their inputs (outer products), cheap to run
 # on all iterations at once; Identity passes a value on unchanged.
@@ -91,7 +91,7 @@ def finish(tails: Tails, parts: list, conversion) -> list:
             continue
         layouts = [Stacked(tensor=values[x.ref()]) for x in op.inputs]
         out = conversion.convert_op(op, layouts)[0]
-        tensor = out.tensor
+        tensor = (out.materialize() if isinstance(out, View) else out).tensor
         tensor.set_shape(tf.TensorShape([conversion.n_static]).concatenate(original.shape))
         outs.append(tensor)
     return outs
