@@ -49,6 +49,28 @@ def then(check, tensor):
         return tf.identity(tensor)
 
 
+def within_rows(ctx, positions, lengths, tensor):
+    """``tensor``, after a run-time check that ``positions`` (``[n]`` or ``[n, k]``) lie
+    within each row's own ``lengths`` items (the loop raises for a position past the
+    end of its list)."""
+    positions = tf.cast(positions, tf.int32)
+    rows = shapes.reshape(tf.cast(lengths, tf.int32), [-1] + [1] * (positions.shape.rank - 1))
+    verb = "writes" if ctx.op_type == "TensorListSetItem" else "reads"
+    return ctx.check(
+        tf.reduce_all((positions >= 0) & (positions < rows)),
+        f"{verb} a tensor list item past the end of an iteration's list (its iterations "
+        "hold different numbers of items: the list was made with, or a while loop with "
+        "per-iteration trip counts grew it to, a per-iteration size)", tensor=tensor)
+
+
+def list_sizes(ctx, k: int = 1) -> tf.Tensor:
+    """Input ``k``, the per-iteration sizes of a list being made (int32 ``[n]``),
+    checked non-negative as the list op checks."""
+    sizes = tf.cast(ctx.stacked(k), tf.int32)
+    return ctx.check(tf.reduce_all(sizes >= 0), "makes a tensor list of negative size",
+                     tensor=sizes)
+
+
 def own_positions(ctx, handle, index):
     """``index`` (a layout value: the positions each row reads) checked against the
     rows' lengths of a ``ListWithLengths`` (the loop raises for a position past the
@@ -58,19 +80,12 @@ def own_positions(ctx, handle, index):
     lengths = known_lengths(ctx, handle)
     positions = index.tensor if index.is_stacked else tf.broadcast_to(
         index.tensor[None], tf.concat([tf.shape(lengths), tf.shape(index.tensor)], 0))
-    rows = shapes.reshape(lengths, [-1] + [1] * (positions.shape.rank - 1))
-    rows = tf.cast(rows, positions.dtype)
-    verb = "writes" if ctx.op_type == "TensorListSetItem" else "reads"
-    check = tf.debugging.assert_equal(
-        tf.logical_and(positions >= 0, positions < rows), True, message=(
-            f"pfor: {ctx.op_type} '{ctx.op.name}' {verb} a tensor list item past the end "
-            "of an iteration's list (its iterations hold different numbers of items: "
-            "the list was made with, or a while loop with per-iteration trip counts "
-            "grew it to, a per-iteration size)"))
     if handle.right_aligned:
+        rows = tf.cast(shapes.reshape(lengths, [-1] + [1] * (positions.shape.rank - 1)),
+                       positions.dtype)
         whole = tf.cast(_R.TensorListLength(input_handle=handle.tensor), positions.dtype)
-        return Stacked(tensor=then(check, positions + whole - rows))
-    return type(index)(tensor=then(check, index.tensor))
+        return Stacked(tensor=within_rows(ctx, positions, lengths, positions + whole - rows))
+    return type(index)(tensor=within_rows(ctx, positions, lengths, index.tensor))
 
 
 def same_lengths(ctx, value) -> tf.Tensor:

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Ragged
 from pfor_controlflow import ragged_lists
+from pfor_controlflow.list_lengths import list_sizes
 from pfor_controlflow.ragged_lists import RaggedList, stack_items
 
 _R = tf.raw_ops
@@ -46,12 +47,7 @@ def convert_reserve(ctx):
     make a list with lengths instead, tensor_lists.py)."""
     if ctx.in_body_loop or not writes_ragged_items(ctx.op):
         raise Decline("a list of plain items, or in a loop of the body")
-    sizes = tf.cast(ctx.stacked(1), tf.int32)
-    check = tf.debugging.assert_non_negative(sizes, message=(
-        f"pfor: {ctx.op_type} '{ctx.op.name}' makes a tensor list of negative size"))
-    with tf.control_dependencies([check]):
-        sizes = tf.identity(sizes)
-    return ragged_lists.reserved_rows(ctx, sizes)
+    return ragged_lists.reserved_rows(ctx, list_sizes(ctx))
 
 
 def _counts(ctx, value: RaggedList):

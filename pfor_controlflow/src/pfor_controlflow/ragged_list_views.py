@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Invariant, Stacked
 from pfor_controlflow import list_views
+from pfor_controlflow.list_lengths import within_rows
 from pfor_controlflow.list_views import right_align_items
 from pfor_controlflow.ragged_lists import (PaddedItems, RaggedList, _largest, _rank_of,
                                            as_ragged_list, item_parts, known_counts,
@@ -194,13 +195,7 @@ def _checked_own(ctx, value):
     if (value.right_aligned or ctx.in_body_loop
             or ctx.op_type not in ("TensorListSetItem", "TensorListGetItem")):
         return ctx  # (a gradient loop's positions: inside each row's items by design)
-    counts = known_counts(ctx, value)
-    positions = tf.cast(ctx.stacked(1), tf.int32)
-    verb = "writes" if ctx.op_type == "TensorListSetItem" else "reads"
-    inside = tf.reduce_all((positions >= 0) & (positions < counts))
-    index = ctx.check(inside, f"{verb} a tensor list item past the end of an iteration's "
-                      "list (its iterations hold different numbers of items)",
-                      tensor=ctx.inputs[1].tensor)
+    index = within_rows(ctx, ctx.stacked(1), known_counts(ctx, value), ctx.inputs[1].tensor)
     return ctx.with_inputs((ctx.inputs[0], Stacked(tensor=index)) + tuple(ctx.inputs[2:]))
 
 

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from pfor_core.extend import (ConversionError, Decline, Invariant, Ragged, Stacked, View,
                               usually_uniform)
-from pfor_controlflow.list_lengths import ListWithLengths
+from pfor_controlflow.list_lengths import ListWithLengths, within_rows
 from pfor_controlflow.tensor_lists import _element_dtype, _prepend_n, _summed_dtype, stack_list
 
 _R = tf.raw_ops
@@ -255,9 +255,7 @@ def _set_own(ctx, value, index, padded, sizes, resize):
         handle = _R.TensorListResize(input_handle=handle, size=size)
         shapes = _R.TensorListResize(input_handle=shapes, size=size)
     else:
-        index = ctx.check(tf.reduce_all(index < counts), "writes a tensor list item past the "
-                          "end of an iteration's list (its iterations hold different numbers "
-                          "of items)", tensor=index)
+        index = within_rows(ctx, tf.fill(tf.shape(counts), index), counts, index)
     out = dataclasses.replace(value, counts=counts)
     return out.again(_R.TensorListSetItem(input_handle=handle, index=index, item=padded),
                      _R.TensorListSetItem(input_handle=shapes, index=index, item=sizes))
@@ -270,14 +268,7 @@ def convert_ragged_get_item(ctx):
     if counts is not None:
         if value.right_aligned:
             raise Decline("an item of a list whose rows hold their items at its end")
-        # The loop raises for an item past the end of an iteration's list.
-        check = tf.debugging.assert_less(
-            tf.fill(tf.shape(counts), index), counts, message=(
-                f"pfor: {ctx.op_type} '{ctx.op.name}' reads a tensor list item past the "
-                "end of an iteration's list (its iterations hold different numbers of "
-                "items, grown by a while loop with per-iteration trip counts)"))
-        with tf.control_dependencies([check]):
-            index = tf.identity(index)
+        index = within_rows(ctx, tf.fill(tf.shape(counts), index), counts, index)
     # The element shape (per iteration here: a gradient passes the shape of a ragged
     # item) only shapes an unset item: the items of such a list are all set.
     padded = _R.TensorListGetItem(input_handle=value.tensor, index=index, element_shape=-1,

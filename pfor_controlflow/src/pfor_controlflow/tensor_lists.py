@@ -29,8 +29,8 @@ from tensorflow.python.ops import handle_data_util
 
 from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked, shapes
 from pfor_controlflow.optionals import SplitOptional
-from pfor_controlflow.list_lengths import (ListWithLengths, known_lengths, own_positions,
-                                           same_lengths, then)
+from pfor_controlflow.list_lengths import (ListWithLengths, known_lengths, list_sizes,
+                                           own_positions, same_lengths, then)
 
 _R = tf.raw_ops
 
@@ -354,7 +354,8 @@ def _set_own(ctx, value, index, resize):
     a position past a row's end raises as in the loop, or with ``resize`` grows that
     row's list (the stacked list grows to the longest)."""
     if value.right_aligned or ctx.attr("element_dtype") == tf.variant:
-        raise _Decline("a write into a list whose rows hold their items at its end")
+        raise _Decline("a write into a list of lists, or one whose rows hold their "
+                       "items at its end")
     lengths = known_lengths(ctx, value)
     positions = tf.cast(index.tensor, tf.int32)
     handle = value.tensor
@@ -666,9 +667,7 @@ def convert_new_list(ctx):
         cap = tf.where(tf.reduce_any(caps < 0), -1, tf.reduce_max(tf.concat([caps, [0]], 0)))
         return Stacked(tensor=_R.EmptyTensorList(
             element_shape=_prepend_n(ctx, shape), max_num_elements=cap, element_dtype=dtype))
-    sizes = tf.cast(ctx.stacked(1), tf.int32)
-    sizes = then(tf.debugging.assert_non_negative(sizes, message=(
-        f"pfor: {ctx.op_type} '{ctx.op.name}' makes a tensor list of negative size")), sizes)
+    sizes = list_sizes(ctx)
     longest = tf.reduce_max(tf.concat([sizes, [0]], 0))
     handle = _R.TensorListReserve(element_shape=_prepend_n(ctx, shape), num_elements=longest,
                                   element_dtype=dtype)
