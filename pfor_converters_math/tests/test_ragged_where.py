@@ -4,6 +4,7 @@ element; gathers of stacked and invariant params, with gradients; tf.boolean_mas
 (with the ragged consumers' Squeeze)."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
@@ -70,3 +71,47 @@ def test_boolean_mask_converts_where_and_gather():
 def test_boolean_mask():
     check_rows(lambda i: tf.boolean_mask(X[i], X[i] > 0), 3)
     check_rows(lambda i: tf.boolean_mask(X, X[:, i] > 0), 3)
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_gather_of_ragged_params_by_stacked_indices(data):
+    """Ragged params (rows of their own lengths) by per-iteration indices: along the
+    dimension that varies (checked against each iteration's size) or along one that
+    does not, with batch_dims, and with the indices of another rank."""
+    n = data.draw(st.integers(1, MAX_N), label="n")
+    lengths = data.draw(ragged_loop.lengths_strategy(n, 4), label="lengths")
+    along_ragged = data.draw(st.booleans(), label="along the varying dimension")
+    batch_dims = data.draw(st.sampled_from([0, 1]), label="batch_dims")
+    seed = data.draw(st.integers(0, 2**16), label="seed")
+    rng = np.random.default_rng(seed)
+    xs = tf.constant(rng.normal(size=[MAX_N, 3, 4]), tf.float32)
+    if along_ragged:  # (no position to gather in an empty row)
+        lengths = [max(v, 1) for v in lengths]
+    length_of = tf.constant(lengths)
+    # positions inside every iteration's own size (out of range: the test below)
+    picks = tf.constant(rng.integers(0, 2**16, size=[MAX_N, 3, 2]), tf.int32)
+
+    def body(i):
+        params = tf.gather(xs, i)[:, :tf.gather(length_of, i)]  # [3, L_i]
+        if along_ragged:
+            index = tf.gather(picks, i) % tf.gather(length_of, i)  # [3, 2]
+            return tf.gather(params, index if batch_dims else index[0], axis=1,
+                             batch_dims=batch_dims)
+        index = tf.gather(picks, i)[:, 0] % 3  # [3]
+        return tf.gather(params, index, axis=0)
+
+    check_rows(body, n)
+
+
+def test_gather_of_ragged_params_out_of_each_iterations_size_fails_like_the_loop():
+    xs = tf.reshape(tf.range(12.0), [3, 4])
+    lengths = tf.constant([4, 1, 3])
+
+    def body(i):
+        return tf.gather(tf.gather(xs, i)[:tf.gather(lengths, i)], i + 1)
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="out of range"):
+        pf.pfor(body, 3, fallback="error")
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        [body(tf.constant(j)) for j in range(3)]

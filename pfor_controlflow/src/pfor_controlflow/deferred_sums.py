@@ -58,7 +58,7 @@ def find(loop) -> dict:
     found = {}
     for k in loop.carried:
         into = loop.body.inputs[k]
-        if not loop.stacked[k] or not into.dtype.is_floating:
+        if not loop.stacked[k] or not into.dtype.is_floating or k in loop.ragged_values:
             continue
         if loop.cond.inputs[k].consumers():
             continue

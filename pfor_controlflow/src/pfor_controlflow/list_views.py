@@ -21,6 +21,7 @@ import tensorflow as tf
 from tensorflow.python.ops import handle_data_util
 
 from pfor_core.extend import ConversionError, Decline, Invariant, Ragged, Stacked, View
+from pfor_controlflow.list_lengths import ListWithLengths, within_rows
 
 _R = tf.raw_ops
 
@@ -40,6 +41,9 @@ class ListView(View):
     # Items whose shape differs between iterations are pushed padded (as a masked loop
     # that a nested pfor emitted runs them: trip_counts.run_masked).
     padded_items: bool = False
+    # int32 [width]: each row's own number of items where rows hold their own
+    # (list_lengths.py: a list of per-iteration size), which reads and writes check.
+    lengths: tf.Tensor | None = None
 
     def again(self, handle) -> "ListView":
         return dataclasses.replace(self, tensor=handle)
@@ -48,6 +52,8 @@ class ListView(View):
         """A plain stacked list of the rows being converted (all rows of a masked view);
         a Decline when the list's element dtype is not known here."""
         if self.rows is None:
+            if self.lengths is not None:
+                return ListWithLengths(tensor=self.tensor, lengths=self.lengths)
             return Stacked(tensor=self.tensor)
         dtype = _element_dtype(self.tensor)
         if dtype is None:
@@ -57,8 +63,10 @@ class ListView(View):
         whole = _R.TensorListStack(input_handle=self.tensor, element_shape=shape,
                                    element_dtype=dtype)
         rows = tf.gather(whole, self.rows, axis=1)
-        return Stacked(tensor=_R.TensorListFromTensor(
-            tensor=rows, element_shape=tf.constant(-1, tf.int32)))
+        handle = _R.TensorListFromTensor(tensor=rows, element_shape=tf.constant(-1, tf.int32))
+        if self.lengths is not None:
+            return ListWithLengths(tensor=handle, lengths=tf.gather(self.lengths, self.rows))
+        return Stacked(tensor=handle)
 
 
 def grows_only(op) -> bool:
@@ -108,6 +116,18 @@ def _merge(view, item: tf.Tensor, old: tf.Tensor | None) -> tf.Tensor:
     return tf.where(mask, item, old)
 
 
+def _checked(ctx, view, index, tensor):
+    """``tensor``, after a run-time check that ``index`` (one, or each converted row's)
+    lies within the own items of every converted row whose writes count, where rows
+    hold their own numbers of items (the loop raises past the end of its list)."""
+    if view.lengths is None:
+        return tensor
+    lengths = _rows_of(view, view.lengths)
+    if view.mask is not None:  # rows that do not run are not checked
+        lengths = tf.where(view.mask, lengths, tf.int32.max)
+    return within_rows(ctx, index + tf.zeros_like(lengths), lengths, tensor)
+
+
 def convert_push_back(ctx):
     view = _view(ctx)
     if view is None:
@@ -142,7 +162,8 @@ def convert_get_item(ctx):
     shape = ctx.inputs[2].tensor
     if shape.shape.rank == 1:
         shape = tf.concat([tf.reshape(tf.cast(view.width, shape.dtype), [1]), shape], 0)
-    element = _R.TensorListGetItem(input_handle=view.tensor, index=ctx.inputs[1].tensor,
+    index = _checked(ctx, view, ctx.inputs[1].tensor, ctx.inputs[1].tensor)
+    element = _R.TensorListGetItem(input_handle=view.tensor, index=index,
                                    element_shape=shape, element_dtype=ctx.attr("element_dtype"))
     return Stacked(tensor=_rows_of(view, element))
 
@@ -153,6 +174,11 @@ def convert_set_item(ctx):
         return ctx.decline("not a list seen by a loop over some iterations at one index")
     index, item = ctx.inputs[1].tensor, ctx.stacked(2)
     handle = view.tensor
+    if view.lengths is not None:
+        if ctx.attr("resize_if_index_out_of_bounds"):
+            return ctx.decline("a write that grows a list whose rows hold their own "
+                               "numbers of items")
+        index = _checked(ctx, view, index, index)
     shape = _whole_shape(view, item) if view.rows is not None else tf.shape(item)
     if ctx.attr("resize_if_index_out_of_bounds"):
         length = _R.TensorListLength(input_handle=handle)
@@ -163,6 +189,65 @@ def convert_set_item(ctx):
                                element_dtype=ctx.attr("element_dtype"))
     whole = _merge(view, item, old)
     return view.again(_R.TensorListSetItem(input_handle=handle, index=index, item=whole))
+
+
+def _whole_items(view, element_shape, dtype) -> tf.Tensor:
+    """Every item of the whole list, ``[T, width, ...]`` (``element_shape``: one row's;
+    an unset item reads as zeros)."""
+    shape = tf.concat([tf.reshape(tf.cast(view.width, tf.int32), [1]),
+                       tf.cast(element_shape, tf.int32)], 0)
+    return _R.TensorListStack(input_handle=view.tensor, element_shape=shape,
+                              element_dtype=dtype)
+
+
+def _all_rows(view) -> tf.Tensor:
+    return view.rows if view.rows is not None else tf.range(tf.cast(view.width, tf.int32))
+
+
+def convert_get_item_at_rows(ctx):
+    """Each converted row reads its own position (a gradient loop's per-row step)."""
+    view = _view(ctx)
+    if view is None or not ctx.inputs[1].is_stacked or ctx.inputs[2].is_stacked:
+        return ctx.decline("not a list seen by a loop over some iterations, read per row")
+    positions = tf.cast(ctx.stacked(1), tf.int32)
+    positions = _checked(ctx, view, positions, positions)
+    shape = ctx.inputs[2].tensor
+    if shape.shape.rank != 1:
+        return ctx.decline("an item of unknown rank")
+    whole = _whole_items(view, shape, ctx.attr("element_dtype"))
+    mine = tf.gather(_swap01(whole), _all_rows(view))  # [m, T, ...]
+    return Stacked(tensor=tf.gather(mine, positions, batch_dims=1))
+
+
+def convert_set_item_at_rows(ctx):
+    """Each converted row writes its own position (a gradient loop's per-row step):
+    the whole list as one tensor, each row's item selected in at its position."""
+    view = _view(ctx)
+    if view is None or not ctx.inputs[1].is_stacked or ctx.attr(
+            "resize_if_index_out_of_bounds"):
+        return ctx.decline("not a list seen by a loop over some iterations, written per "
+                           "row in place")
+    positions = tf.cast(ctx.stacked(1), tf.int32)
+    positions = _checked(ctx, view, positions, positions)
+    item = ctx.stacked(2)
+    if item.shape.rank is None:
+        return ctx.decline("an item of unknown rank")
+    whole = _whole_items(view, tf.shape(item)[1:], ctx.attr("element_dtype"))
+    rows = _all_rows(view)
+    if view.mask is not None:  # rows whose writes do not count write nowhere
+        positions = tf.where(view.mask, positions, -1)
+    at = tf.tensor_scatter_nd_update(tf.fill(tf.reshape(tf.cast(view.width, tf.int32), [1]), -1),
+                                     rows[:, None], positions)  # [width]
+    item = _merge(view, item, None)  # the rows' items in a whole element [width, ...]
+    hit = tf.equal(tf.range(tf.shape(whole)[0])[:, None], at[None, :])  # [T, width]
+    hit = tf.reshape(hit, tf.concat([tf.shape(hit), tf.ones_like(tf.shape(item))[1:]], 0))
+    return view.again(_R.TensorListFromTensor(
+        tensor=tf.where(hit, item[None], whole),
+        element_shape=_R.TensorListElementShape(input_handle=view.tensor, shape_type=tf.int32)))
+
+
+def _swap01(x: tf.Tensor) -> tf.Tensor:
+    return tf.transpose(x, tf.concat([[1, 0], tf.range(2, tf.rank(x))], 0))
 
 
 def convert_resize(ctx):
@@ -180,7 +265,18 @@ def convert_element_shape(ctx):
         return ctx.decline("not a list seen by a loop over some iterations")
     shape = _R.TensorListElementShape(input_handle=view.tensor,
                                       shape_type=ctx.attr("shape_type"))
-    return Invariant(tensor=shape[1:])
+    return Invariant(tensor=without_rows(shape))
+
+
+def without_rows(shape: tf.Tensor) -> tf.Tensor:
+    """A stacked list's element shape without its leading row count; an unknown one
+    (a scalar -1) stays unknown."""
+    if shape.shape.rank == 1:
+        return shape[1:]
+    if shape.shape.rank == 0:
+        return shape
+    return tf.cond(tf.equal(tf.rank(shape), 0), lambda: shape,
+                   lambda: tf.reshape(shape, [tf.size(shape)])[1:])
 
 
 def convert_length(ctx):
@@ -192,7 +288,11 @@ def convert_length(ctx):
 
 def view_length(ctx, view):
     """The length of a list a loop over some iterations sees: one for all rows when
-    their items are aligned, else a clear error (each row's differs)."""
+    their items are aligned, each row's own where they hold their own, else a clear
+    error (each row's differs)."""
+    lengths = getattr(view, "lengths", None)
+    if lengths is not None:
+        return Stacked(tensor=_rows_of(view, lengths))
     if view.aligned:
         return Invariant(tensor=_R.TensorListLength(input_handle=view.tensor))
     raise ConversionError(
@@ -229,6 +329,10 @@ def register(registry):
     registry.add("TensorListPopBack", convert_pop_back, inputs="SU", priority=10, narrow=True)
     registry.add("TensorListGetItem", convert_get_item, inputs="SUU", priority=10, narrow=True)
     registry.add("TensorListSetItem", convert_set_item, inputs="SU*", priority=10, narrow=True)
+    registry.add("TensorListGetItem", convert_get_item_at_rows, inputs="SSU", priority=10,
+                 narrow=True)
+    registry.add("TensorListSetItem", convert_set_item_at_rows, inputs="SS*", priority=10,
+                 narrow=True)
     registry.add("TensorListElementShape", convert_element_shape, inputs="S", priority=10,
                  narrow=True)
     registry.add("TensorListLength", convert_length, inputs="S", priority=10, narrow=True)

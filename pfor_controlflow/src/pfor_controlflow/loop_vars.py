@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.ops import handle_data_util
+from tensorflow.python.ops import array_ops, handle_data_util
 
-from pfor_core.extend import Invariant, Stacked
+from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked
+from pfor_controlflow.list_lengths import ListWithLengths
 from pfor_controlflow.list_views import ListView, grows_only
 from pfor_controlflow import ragged_lists
 
@@ -26,6 +27,21 @@ class Loop:
         # The loop carries such a list as a pair of lists.
         self.ragged_lists = {k: v.rank for k, v in enumerate(self.inputs)
                              if isinstance(v, ragged_lists.RaggedList)}
+        # Tensor lists whose rows hold their own numbers of items at their start
+        # (list_lengths.py), by variable: those lengths, which the loop keeps (convert_while
+        # lets in only loops that write such a list in place).
+        self.lengths = {k: v.lengths for k, v in enumerate(self.inputs)
+                        if isinstance(v, ListWithLengths) and not v.right_aligned
+                        and v.lengths is not None}
+        # Values whose shape differs between iterations carried through the loop, by
+        # variable: their lengths, which every step must keep (a gradient loop's
+        # accumulator of a ragged value's gradient); the loop carries their padded form.
+        self.ragged_values = {k: v.lengths for k, v in enumerate(self.inputs)
+                              if isinstance(v, Ragged) and k in self.carried}
+        self.lengths.update({k: v.counts for k, v in enumerate(self.inputs)
+                             if isinstance(v, ragged_lists.RaggedList) and v.counts_known
+                             and not v.right_aligned and v.counts is not None
+                             and length_change(body, k) == "same"})
 
     def layouts(self, carried_values, stacked=None, outside=None):
         """Layouts of all loop variables: carried ones from ``carried_values``,
@@ -34,13 +50,31 @@ class Loop:
         outside = self.inputs if outside is None else outside
         values = list(outside)
         for k, value in zip(self.carried, carried_values):
-            if isinstance(value, (Stacked, Invariant)):
+            if isinstance(value, (Stacked, Invariant, Ragged)):
                 values[k] = value
             elif isinstance(value, tuple):  # a list of ragged items
-                values[k] = ragged_lists.from_pair(value, self.ragged_lists[k])
+                values[k] = ragged_lists.from_pair(value, self.ragged_lists[k],
+                                                   self.lengths.get(k))
+            elif k in self.ragged_values:
+                values[k] = self.ragged_value(k, value)
             else:
                 values[k] = Stacked(tensor=value) if stacked[k] else Invariant(tensor=value)
+            if k in self.lengths and type(values[k]) is Stacked:
+                values[k] = ListWithLengths(tensor=values[k].tensor, lengths=self.lengths[k])
         return values
+
+    def ragged_value(self, k, padded, rows=None) -> Ragged:
+        """Carried ragged variable ``k`` from its ``padded`` form (of ``rows``, where the
+        loop converts some rows); placeholder lengths in a trial's scratch graph."""
+        lengths = self.ragged_values[k]
+        if any(length is not None and not _within(padded.graph, length.graph)
+               for length in lengths):
+            lengths = tuple(None if length is None else array_ops.placeholder(tf.int32, [None])
+                            for length in lengths)
+        elif rows is not None:
+            lengths = tuple(None if length is None else tf.gather(length, rows)
+                            for length in lengths)
+        return Ragged(padded=padded, lengths=lengths)
 
     @property
     def maximum_iterations(self):
@@ -72,10 +106,22 @@ class Loop:
         stacked = self.stacked if stacked is None else stacked
         if k in self.ragged_lists:
             return (tf.TensorShape([]), tf.TensorShape([]))
+        if k in self.ragged_values:
+            return tf.TensorShape([None]).concatenate(self.inputs[k].shape)
         shape = self.body.inputs[k].shape
         if not stacked[k] or self.body.inputs[k].dtype == tf.variant:
             return shape
         return self.ctx.stacked_shape(shape)
+
+
+def _within(graph, outer) -> bool:
+    """Whether ``graph`` is ``outer`` or a function graph inside it (which captures
+    ``outer``'s tensors), not a trial's scratch graph."""
+    while graph is not None:
+        if graph is outer:
+            return True
+        graph = getattr(graph, "outer_graph", None)
+    return False
 
 
 _REDUCE = {"Max": np.max, "Min": np.min}
@@ -212,11 +258,14 @@ def written_shape(body, k):
     return None
 
 
-def carried_out(loop, converted, k):
-    """The body's output for carried variable ``k`` in its loop layout."""
+def carried_out(loop, converted, k, rows=None):
+    """The body's output for carried variable ``k`` in its loop layout (``rows``: the
+    rows the body converted, where not all)."""
     value = converted.outputs[k]
     if k in loop.ragged_lists:
         return ragged_value(loop, k, value)
+    if k in loop.ragged_values:
+        return _same_lengths(loop, k, value, rows)
     if loop.stacked[k]:
         out = converted.stacked(k)
         shape = loop.shape_of(k)
@@ -226,6 +275,31 @@ def carried_out(loop, converted, k):
     if value.is_stacked:  # the trial said otherwise: a converter is inconsistent
         raise RuntimeError(f"loop variable {k} became per-iteration in the real conversion")
     return value.tensor
+
+
+def _same_lengths(loop, k, value, rows) -> tf.Tensor:
+    """The padded form of the body's output for carried ragged variable ``k``, checked
+    to keep the lengths it came in with and padded as the loop's input is."""
+    ctx, start = loop.ctx, loop.inputs[k]
+    lengths = loop.ragged_value(k, start.padded, rows).lengths
+    if not isinstance(value, Ragged) or [l is None for l in value.lengths] != [
+            l is None for l in lengths]:
+        raise ConversionError(
+            f"pfor: {ctx.op_type} '{ctx.op.name}': loop variable {k}, whose shape differs "
+            "between iterations, changes which of its dimensions vary in a step; pfor "
+            "carries such a value only where every step keeps its shape.")
+    same = tf.reduce_all([tf.reduce_all(tf.equal(a, b)) for a, b in zip(value.lengths, lengths)
+                          if a is not None])
+    padded = ctx.check(same, f"loop variable {k}, whose shape differs between iterations, "
+                       "changes shape in a step; pfor carries such a value only where every "
+                       "step keeps its shape", tensor=value.padded)
+    dims = tf.shape(start.padded)[1:]
+    padded = padded[(slice(None),) + tuple(
+        slice(None) if l is None else slice(0, dims[d]) for d, l in enumerate(lengths))]
+    grow = tf.concat([[0], dims - tf.shape(padded)[1:]], 0)
+    padded = tf.pad(padded, tf.stack([tf.zeros_like(grow), grow], 1))
+    padded.set_shape(loop.shape_of(k))
+    return padded
 
 
 def ragged_value(loop, k, value) -> tuple:

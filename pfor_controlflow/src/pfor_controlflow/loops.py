@@ -125,6 +125,8 @@ def _initial(loop, k):
     ctx = loop.ctx
     if k in loop.ragged_lists:
         return ragged_value(loop, k, loop.inputs[k])
+    if k in loop.ragged_values:
+        return loop.inputs[k].padded
     if loop.stacked[k]:
         return stack_value(ctx, loop.inputs[k], dtypes=list_dtypes(loop.body, k, ctx.op.inputs[k]))
     return loop.inputs[k].tensor
@@ -212,6 +214,11 @@ def convert_while(ctx):
     if any(l and not s for l, s in zip(lists, loop.stacked)):
         loop.stacked = _find_stacked(loop, [s or l for s, l in zip(loop.stacked, lists)])
     if ctx.compiled or ctx.nested:
+        if loop.ragged_values:
+            return ctx.decline("a value whose shape differs between iterations carried "
+                               "through a loop with per-iteration trip counts inside an "
+                               "outer pfor or under XLA (it would run masked, which keeps "
+                               "no such value)")
         if loop.ragged_lists and ctx.compiled:
             return ctx.decline("a loop with per-iteration trip counts under XLA runs "
                                "masked, which does not carry tensor lists of items whose "
@@ -259,7 +266,7 @@ def _layouts_only(loop, per_iteration):
     stacked if it is stacked in the loop or the trip counts differ per iteration
     (each iteration stops with its own value); the others are the loop's inputs."""
     ctx = loop.ctx
-    return [loop.inputs[k] if k not in loop.carried
+    return [loop.inputs[k] if k not in loop.carried or k in loop.ragged_values
             else ragged_lists.placeholder(loop.ragged_lists[k]) if k in loop.ragged_lists
             else stand_in(t, per_iteration or loop.stacked[k], ctx.n_static)
             for k, t in enumerate(ctx.op.outputs)]
@@ -279,11 +286,19 @@ def _lists_refused(loop, per_iteration):
             continue
         if not isinstance(value, ListWithLengths):
             continue
-        if not (per_iteration and k in loop.carried and value.right_aligned
-                and length_change(loop.body, k) == "pops"):
+        if value.right_aligned:
+            if per_iteration and k in loop.carried and length_change(loop.body, k) == "pops":
+                continue
             return ("a tensor list whose iterations hold different numbers of items (grown "
                     "by a loop with per-iteration trip counts) enters a loop that does "
                     "more than pop it")
+        if value.lengths is not None and length_change(loop.body, k) == "same":
+            continue  # read and written in place: every row keeps its own length
+        return ("a tensor list whose iterations hold different numbers of items (made "
+                "with a per-iteration size, or grown by a loop with per-iteration trip "
+                "counts) enters a loop that grows or resizes it; give the list a size "
+                "that covers every write (a TensorArray of fixed size), or make it in "
+                "the loop")
     return None
 
 
@@ -303,8 +318,8 @@ def _ragged_counts_refused(loop, k, value, per_iteration):
     if value.right_aligned:
         if per_iteration and k in loop.carried and length_change(loop.body, k) == "pops":
             return None
-    elif value.counts_known and uses <= _BY_INDEX:
-        return None
+    elif value.counts_known and uses <= _BY_INDEX and length_change(loop.body, k) != "writes":
+        return None  # (a write that grows one row's list would lose the others' counts)
     return ("a tensor list of ragged items whose iterations hold different numbers of "
             "items (grown by a loop with per-iteration trip counts) enters a loop that "
             "does more than read and write it by index or pop it")
@@ -327,4 +342,5 @@ def _list_ops(body, k) -> set:
 
 
 def register(registry):
-    registry.add(["While", "StatelessWhile"], convert_while, views=True)
+    # (any layout: ragged values the body reads from outside go in as they are)
+    registry.add(["While", "StatelessWhile"], convert_while, inputs="?...", views=True)

@@ -19,25 +19,13 @@ from pfor_controlflow.list_lengths import list_sizes
 from pfor_controlflow.ragged_lists import RaggedList, stack_items
 
 _R = tf.raw_ops
-_WRITES = {"TensorListSetItem": 2, "TensorListPushBack": 1}
 
 
 def writes_ragged_items(op) -> bool:
-    """Whether the list ``op`` makes is written (directly or by the writes after them)
-    with items whose static shape is not fully known: items that may differ in shape
-    between iterations."""
-    seen, stack = set(), [op.outputs[0]]
-    while stack:
-        handle = stack.pop()
-        for consumer in handle.consumers():
-            k = _WRITES.get(consumer.type)
-            if k is None or id(consumer) in seen:
-                continue
-            seen.add(id(consumer))
-            if not consumer.inputs[k].shape.is_fully_defined():
-                return True
-            stack.append(consumer.outputs[0])
-    return False
+    """Whether the list ``op`` makes is written (directly, after other writes, or in a
+    while loop) with items whose static shape is not fully known: items that may
+    differ in shape between iterations."""
+    return any(not item.shape.is_fully_defined() for item in ragged_lists.written_items(op))
 
 
 def convert_reserve(ctx):

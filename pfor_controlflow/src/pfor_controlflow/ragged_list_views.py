@@ -44,25 +44,33 @@ class RaggedListView(PaddedItems):
     # bool [width]: the rows whose writes count (a masked loop converts all rows,
     # ``rows`` is then every row); None: all of ``rows``.
     mask: tf.Tensor | None = None
+    # int32 [width]: each row's own number of items at its start where rows hold their
+    # own (a list of per-iteration size), which reads and writes check.
+    lengths: tf.Tensor | None = None
 
 
-def view_of(value, width, rows, aligned=False, mask=None) -> RaggedListView:
+def view_of(value, width, rows, aligned=False, mask=None, lengths=None) -> RaggedListView:
     """The ``RaggedList`` ``value`` seen by a conversion of its ``rows`` (of all rows,
-    of which those in ``mask`` count, for a masked loop)."""
+    of which those in ``mask`` count, for a masked loop); ``lengths``: see
+    ``RaggedListView``."""
     if mask is not None:
         rows = tf.range(tf.cast(width, tf.int32))
     return RaggedListView(tensor=value.tensor, shapes=value.shapes, rank=value.rank,
-                          width=width, rows=rows, aligned=aligned, mask=mask)
+                          width=width, rows=rows, aligned=aligned, mask=mask,
+                          lengths=lengths)
 
 
-def result(handle, shapes, rank, *, lengths, change, pushed, n, nested=False) -> RaggedList:
+def result(handle, shapes, rank, *, lengths, change, pushed, n, nested=False,
+           own=None) -> RaggedList:
     """The loop's output for a list of ragged items: ``lengths`` each row's number of
     items when it finished, right-aligned where the body pushes (``pushed``: the
-    element dtype); ``change`` as ``loop_vars.length_change`` says."""
+    element dtype); ``change`` as ``loop_vars.length_change`` says; ``own``: the rows'
+    own numbers of items the list came in with, which a loop that writes it in place
+    keeps."""
     if pushed is not None:
         handle, shapes = _right_align(handle, shapes, rank, lengths, pushed, _N(n, nested))
     if change == "same":
-        return RaggedList(tensor=handle, shapes=shapes, rank=rank)
+        return RaggedList(tensor=handle, shapes=shapes, rank=rank, counts=own)
     return RaggedList(tensor=handle, shapes=shapes, rank=rank, counts=lengths,
                       right_aligned=pushed is not None,
                       counts_known=change in ("pushes", "writes"))
@@ -96,6 +104,22 @@ def _index(ctx, k=1):
     if ctx.inputs[k].is_stacked:
         raise Decline("a per-iteration index")
     return ctx.inputs[k].tensor
+
+
+def _within(ctx, view, positions, tensor):
+    """``tensor``, after a run-time check that ``positions`` (one, or ``[m]`` per
+    converted row) lie within the own items of every converted row whose writes count,
+    where rows hold their own numbers (the loop raises past the end of its list)."""
+    if view.lengths is None:
+        return tensor
+    if ctx.has_attr("resize_if_index_out_of_bounds") and ctx.attr(
+            "resize_if_index_out_of_bounds"):
+        raise Decline("a write that grows a list whose rows hold their own numbers of items")
+    lengths = _rows(view, view.lengths)
+    if view.mask is not None:  # rows that do not run are not checked
+        lengths = tf.where(view.mask, lengths, tf.int32.max)
+    positions = positions + tf.zeros_like(lengths)
+    return within_rows(ctx, positions, lengths, tensor)
 
 
 def _stacked_index(ctx, view, k=1):
@@ -192,9 +216,8 @@ def _per_row(convert):
 def _checked_own(ctx, value):
     """``ctx`` with its per-row position into a list whose rows hold their own numbers
     of items at their start checked inside each row's items, as the loop checks."""
-    if (value.right_aligned or ctx.in_body_loop
-            or ctx.op_type not in ("TensorListSetItem", "TensorListGetItem")):
-        return ctx  # (a gradient loop's positions: inside each row's items by design)
+    if value.right_aligned or ctx.op_type not in ("TensorListSetItem", "TensorListGetItem"):
+        return ctx
     index = within_rows(ctx, ctx.stacked(1), known_counts(ctx, value), ctx.inputs[1].tensor)
     return ctx.with_inputs((ctx.inputs[0], Stacked(tensor=index)) + tuple(ctx.inputs[2:]))
 
@@ -214,7 +237,7 @@ def convert_ragged_view_set_item_at_rows(ctx, view):
     if not ctx.inputs[1].is_stacked or ctx.attr("resize_if_index_out_of_bounds"):
         raise Decline("an invariant index, or a write that may grow the list")
     _unmasked(view)
-    at = _stacked_index(ctx, view)
+    at = _within(ctx, view, _at_rows(ctx), _stacked_index(ctx, view))
     padded, sizes = _item_of(ctx, view, 2)
     items, shapes = _all_items(ctx, view)
     dims = tf.maximum(tf.shape(items, out_type=tf.int32)[2:],
@@ -230,7 +253,7 @@ def convert_ragged_view_set_item_at_rows(ctx, view):
 def convert_ragged_view_get_item_at_rows(ctx, view):
     if not ctx.inputs[1].is_stacked:
         raise Decline("an invariant index")
-    at = _stacked_index(ctx, view)
+    at = _within(ctx, view, _at_rows(ctx), _stacked_index(ctx, view))
     items, shapes = _all_items(ctx, view)
     # (a gather refuses params of no elements: zeros then, as many as it would give)
     padded = tf.cond(tf.size(items) > 0, lambda: tf.gather_nd(items, at),
@@ -260,8 +283,13 @@ def convert_ragged_view_resize_rows(ctx, view):
                       _R.TensorListResize(input_handle=view.shapes, size=size))
 
 
+def _at_rows(ctx):
+    return tf.cast(ctx.stacked(1), tf.int32)
+
+
 def convert_ragged_view_set_item(ctx):
     view, index = _view(ctx), _index(ctx)
+    index = _within(ctx, view, index, index)
     padded, sizes = _item_of(ctx, view, 2)
     handle, shapes = view.pair()
     if ctx.attr("resize_if_index_out_of_bounds"):
@@ -282,6 +310,7 @@ def convert_ragged_view_set_item(ctx):
 
 def convert_ragged_view_get_item(ctx):
     view, index = _view(ctx), _index(ctx)
+    index = _within(ctx, view, index, index)
     sizes = _R.TensorListGetItem(input_handle=view.shapes, index=index,
                                  element_shape=_sizes_element(view), element_dtype=tf.int32)
     padded = _R.TensorListGetItem(
@@ -353,7 +382,7 @@ def convert_ragged_view_element_shape(ctx):
     view = _view(ctx)
     shape = _R.TensorListElementShape(input_handle=view.tensor,
                                       shape_type=ctx.attr("shape_type"))
-    return Invariant(tensor=shape[1:])
+    return Invariant(tensor=list_views.without_rows(shape))
 
 
 def register(registry):

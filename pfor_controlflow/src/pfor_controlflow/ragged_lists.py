@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from pfor_core.extend import (ConversionError, Decline, Invariant, Ragged, Stacked, View,
                               usually_uniform)
+from pfor_controlflow.functions import function_graph
 from pfor_controlflow.list_lengths import ListWithLengths, within_rows
 from pfor_controlflow.tensor_lists import _element_dtype, _prepend_n, _summed_dtype, stack_list
 
@@ -74,8 +75,8 @@ def placeholder(rank: int) -> RaggedList:
                       shapes=tf.raw_ops.Placeholder(dtype=tf.variant, shape=[]), rank=rank)
 
 
-def from_pair(pair, rank: int) -> RaggedList:
-    return RaggedList(tensor=pair[0], shapes=pair[1], rank=rank)
+def from_pair(pair, rank: int, counts=None) -> RaggedList:
+    return RaggedList(tensor=pair[0], shapes=pair[1], rank=rank, counts=counts)
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -536,9 +537,32 @@ def _reserved_rank(op):
     shape = op.inputs[0].shape
     if shape.rank == 1 and shape[0] is not None:
         return shape[0]
-    ranks = {c.inputs[2].shape.rank for c in op.outputs[0].consumers()
-             if c.type == "TensorListSetItem"}
+    ranks = {item.shape.rank for item in written_items(op)}
     return ranks.pop() if len(ranks) == 1 and None not in ranks else None
+
+
+_WRITES = {"TensorListSetItem": 2, "TensorListPushBack": 1}
+
+
+def written_items(op) -> list:
+    """The items written or pushed into the list ``op`` makes, directly, after other
+    writes, or in the body of a while loop the list goes through."""
+    items, seen, pending = [], set(), [op.outputs[0]]
+    while pending:
+        handle = pending.pop()
+        for consumer in handle.consumers():
+            if id(consumer) in seen:
+                continue
+            seen.add(id(consumer))
+            if consumer.type in ("While", "StatelessWhile"):
+                body = function_graph(consumer, consumer.get_attr("body").name)
+                if body is not None:
+                    pending.extend(body.inputs[j] for j, t in enumerate(consumer.inputs)
+                                   if t is handle and j < len(body.inputs))
+            elif consumer.type in _WRITES and consumer.inputs[0] is handle:
+                items.append(consumer.inputs[_WRITES[consumer.type]])
+                pending.append(consumer.outputs[0])
+    return items
 
 
 def convert_reserve_rows(ctx):

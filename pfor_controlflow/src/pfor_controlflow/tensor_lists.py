@@ -28,6 +28,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import handle_data_util
 
 from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked, shapes
+from pfor_controlflow.list_views import without_rows
 from pfor_controlflow.optionals import SplitOptional
 from pfor_controlflow.list_lengths import (ListWithLengths, known_lengths, list_sizes,
                                            own_positions, same_lengths, then)
@@ -515,13 +516,7 @@ def convert_length(ctx):
 @_declining(rows_own_lengths=True)
 def convert_element_shape(ctx):
     """The stacked list's element shape without its leading n (unknown rank kept)."""
-    shape = ctx.emit(ctx.inputs[0].tensor)[0]
-    if shape.shape.rank == 1:
-        return Invariant(tensor=shape[1:])
-    if shape.shape.rank == 0:
-        return Invariant(tensor=shape)
-    return Invariant(tensor=tf.cond(tf.equal(tf.rank(shape), 0), lambda: shape,
-                                    lambda: tf.reshape(shape, [tf.size(shape)])[1:]))
+    return Invariant(tensor=without_rows(ctx.emit(ctx.inputs[0].tensor)[0]))
 
 
 @_declining(rows_own_lengths=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
-from pfor_core.extend import Invariant, Stacked
+from pfor_core.extend import Invariant, Ragged, Stacked
 from pfor_controlflow import deferred_sums, masking, ragged_list_views, ragged_lists, row_views
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import select_rows, with_effects
@@ -57,7 +57,11 @@ class _Kinds:
         # Per-iteration values read from outside the loop: compacted with the rows,
         # or seen through a row view where the body reads one item of them.
         outside = [k for k, p in enumerate(loop.passed)
-                   if p and loop.inputs[k].is_stacked and not variant[k]]
+                   if p and loop.inputs[k].is_stacked and not variant[k]
+                   and not isinstance(loop.inputs[k], Ragged)]
+        # Ragged values read from outside: the body's rows gathered from them each step.
+        self.ragged = [k for k, p in enumerate(loop.passed)
+                       if p and isinstance(loop.inputs[k], Ragged)]
         self.viewed = [k for k in outside
                        if row_views.only_read_by_item(loop.body, loop.body.inputs[k])]
         self.outside = [k for k in outside if k not in self.viewed]
@@ -70,12 +74,19 @@ def _initial(loop, deferred=()):
     # Under XLA a new list needs its element shape before the masked loop reads it.
     shape = (lambda k: written_shape(loop.body, k)) if ctx.compiled else (lambda k: None)
     init = {k: loop.inputs[k] if k in deferred
+            else loop.inputs[k].padded if k in loop.ragged_values
             else ragged_value(loop, k, loop.inputs[k]) if k in loop.ragged_lists
             else stack_value(ctx, loop.inputs[k], shape(k), list_dtypes(loop.body, k, ctx.op.inputs[k]))
             if loop.stacked[k]
             else loop.inputs[k].tensor for k in loop.carried}
     start = ctx.convert_function(loop.cond, loop.layouts([init[k] for k in loop.carried]))
     return init, truth(start.stacked(0))
+
+
+def ragged_rows(value: Ragged, rows) -> Ragged:
+    """The ragged ``value``'s ``rows``, in that order."""
+    return Ragged(padded=tf.gather(value.padded, rows), lengths=tuple(
+        None if length is None else tf.gather(length, rows) for length in value.lengths))
 
 
 def _where(mask):
@@ -93,9 +104,11 @@ def _list_view(loop, kinds, k, value, rows):
     if isinstance(value, tuple):
         value = ragged_lists.from_pair(value, loop.ragged_lists[k])
     if isinstance(value, ragged_lists.RaggedList):
-        return ragged_list_views.view_of(value, loop.ctx.n, rows, aligned=k in kinds.aligned)
+        return ragged_list_views.view_of(value, loop.ctx.n, rows, aligned=k in kinds.aligned,
+                                         lengths=loop.lengths.get(k))
     handle = value if isinstance(value, tf.Tensor) else value.tensor
-    return ListView(tensor=handle, width=loop.ctx.n, rows=rows, aligned=k in kinds.aligned)
+    return ListView(tensor=handle, width=loop.ctx.n, rows=rows, aligned=k in kinds.aligned,
+                    lengths=loop.lengths.get(k))
 
 
 def _masked_view(loop, kinds, k, value, active, uniform=False):
@@ -105,10 +118,10 @@ def _masked_view(loop, kinds, k, value, active, uniform=False):
         value = ragged_lists.from_pair(value, loop.ragged_lists[k])
     if isinstance(value, ragged_lists.RaggedList):
         return ragged_list_views.view_of(value, loop.ctx.n, None, aligned=k in kinds.aligned,
-                                         mask=active)
+                                         mask=active, lengths=loop.lengths.get(k))
     handle = value if isinstance(value, tf.Tensor) else value.tensor
     return ListView(tensor=handle, width=loop.ctx.n, mask=active, aligned=k in kinds.aligned,
-                    padded_items=uniform)
+                    padded_items=uniform, lengths=loop.lengths.get(k))
 
 
 def _list_carry(loop, converted, k):
@@ -184,7 +197,8 @@ def run_subset(loop, parallel):
                   if v.is_stacked and v.dtype == tf.variant else v
                   for k, v in enumerate(loop.inputs)]
         for k, value in zip(kinds.rows + kinds.outside, carry):
-            values[k] = Stacked(tensor=value)
+            values[k] = (loop.ragged_value(k, value, rows) if k in loop.ragged_values
+                         else Stacked(tensor=value))
         for k, handle in zip(kinds.lists, lists):
             values[k] = _list_view(loop, kinds, k, handle, rows)
         for k, value in zip(kinds.changing, changing):
@@ -193,6 +207,8 @@ def run_subset(loop, parallel):
             values[k] = init[k]  # unread: only its sum reads it
         for k in kinds.viewed:
             values[k] = RowView(base=loop.inputs[k].tensor, rows=rows)
+        for k in kinds.ragged:
+            values[k] = ragged_rows(loop.inputs[k], rows)
         return values
 
     def body(step, rows, carry, lists, changing, arrays, steps):
@@ -201,7 +217,7 @@ def run_subset(loop, parallel):
         base = len(loop.body.outputs)
         steps = row_steps.record(steps, step, rows, [converted.stacked(base + j)
                                                      for j in range(len(extra))])
-        carry = ([carried_out(loop, converted, k) for k in kinds.rows]
+        carry = ([carried_out(loop, converted, k, rows) for k in kinds.rows]
                  + carry[len(kinds.rows):])
         lists = [_list_carry(loop, converted, k) for k in kinds.lists]
         changing = [carried_out(loop, converted, k) for k in kinds.changing]
@@ -254,7 +270,9 @@ def run_subset(loop, parallel):
         layouts[k] = Stacked(tensor=value)
     values = iter(values)
     for k in kinds.rows + kinds.changing:
-        layouts[k] = Stacked(tensor=stitch(bases[k], next(values), loop.body.inputs[k].shape))
+        value = stitch(bases[k], next(values), loop.body.inputs[k].shape)
+        layouts[k] = (loop.ragged_value(k, value) if k in loop.ragged_values
+                      else Stacked(tensor=value))
     for k, handle in zip(kinds.lists, lists):
         lengths = stitch(tf.fill([ctx.n], _LENGTH(input_handle=_handle(init[k]))),
                          next(values), tf.TensorShape([]))
@@ -262,7 +280,7 @@ def run_subset(loop, parallel):
         if k in loop.ragged_lists:
             layouts[k] = ragged_list_views.result(
                 *handle, loop.ragged_lists[k], lengths=lengths, change=kinds.change[k],
-                pushed=pushed, n=ctx.n)
+                pushed=pushed, n=ctx.n, own=loop.lengths.get(k))
             continue
         if pushed is not None:  # a stack (e.g. a gradient's accumulator): see list_views
             handle = right_align(handle, lengths, pushed)
@@ -275,6 +293,8 @@ def _list_result(loop, kinds, k, handle, lengths):
     hold the same number of items, else a ``ListWithLengths`` (list_lengths.py) with
     ``lengths`` (each row's length when it finished) where they are right."""
     change, before = kinds.change[k], loop.inputs[k]
+    if k in loop.lengths:  # written in place only (see convert_while): lengths kept
+        return ListWithLengths(tensor=handle, lengths=loop.lengths[k])
     if isinstance(before, ListWithLengths):  # popped only (see convert_while)
         return ListWithLengths(tensor=handle, right_aligned=True)
     if change == "same":
@@ -318,16 +338,18 @@ def run_masked(loop, parallel, uniform=False):
             if isinstance(v, ragged_lists.RaggedList):
                 return _masked_view(loop, kinds, k, v, active)
             if v.is_stacked and v.dtype == tf.variant:
-                return ListView(tensor=v.tensor, width=ctx.n, mask=active,
-                                aligned=k in kinds.aligned, padded_items=uniform)
+                return _masked_view(loop, kinds, k, v, active, uniform)
             if not v.is_stacked or rows_of is None:
                 return v
+            if isinstance(v, Ragged):
+                return ragged_rows(v, rows_of)
             if k in kinds.viewed:  # read by item: no copy of the whole value
                 return RowView(base=v.tensor, rows=rows_of)
             return Stacked(tensor=rows(v.tensor))
 
         outside = [from_outside(k, v) for k, v in enumerate(loop.inputs)]
         mine = [_masked_view(loop, kinds, k, v, active, uniform) if k in kinds.lists
+                else loop.ragged_value(k, rows(v), rows_of) if k in loop.ragged_values
                 else rows(v) if k in kinds.rows else v
                 for k, v in zip(loop.carried, values)]
         return loop.layouts(mine, outside=outside)
@@ -339,7 +361,7 @@ def run_masked(loop, parallel, uniform=False):
         rows_of = masking.stand_ins(active) if stand_in else None
         converted = ctx.convert_function(loop.body, layouts(active, values, rows_of))
         outs = [_list_carry(loop, converted, k) if k in kinds.lists else
-                carried_out(loop, converted, k) for k in loop.carried]
+                carried_out(loop, converted, k, rows_of) for k in loop.carried]
         check = ctx.convert_function(loop.cond, layouts(active, outs, rows_of))
         still = tf.logical_and(truth(check.stacked(0)), active)
         new = [select_rows(active, o, v) if k in kinds.rows else o
@@ -395,7 +417,8 @@ def run_masked(loop, parallel, uniform=False):
         if k in loop.ragged_lists:
             layouts[k] = ragged_list_views.result(
                 *layouts[k].pair(), loop.ragged_lists[k], lengths=length,
-                change=kinds.change[k], pushed=pushed, n=ctx.n, nested=ctx.nested)
+                change=kinds.change[k], pushed=pushed, n=ctx.n, nested=ctx.nested,
+                own=loop.lengths.get(k))
             continue
         if pushed is not None:
             handle = right_align(handle, length, pushed)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, shapes
+from pfor_core.extend import Ragged, Stacked, shapes
 
 
 def place(values, offsets, out_dims, fill, n):
@@ -110,8 +110,14 @@ def convert_strided_slice_grad(ctx):
     if out_static.rank is None:
         return ctx.decline("the output rank is unknown")
     rank = out_static.rank
-    dims = _static_list(shape.tensor) or [
-        d if d is not None else shape.tensor[k] for k, d in enumerate(out_static.as_list())]
+    if shape.is_stacked:  # the sliced value differs in shape per iteration: ragged
+        sizes = tf.cast(ctx.stacked(0), tf.int32)  # [n, rank]
+        row_dims = [sizes[:, k] for k in range(rank)]
+        dims = [tf.reduce_max(tf.concat([sizes[:, k], [0]], 0)) for k in range(rank)]
+    else:
+        dims = _static_list(shape.tensor) or [
+            d if d is not None else shape.tensor[k] for k, d in enumerate(out_static.as_list())]
+        row_dims = dims
     begin_mask, end_mask = ctx.attr("begin_mask"), ctx.attr("end_mask")
     shrink = ctx.attr("shrink_axis_mask")
     starts = ctx.stack(begin) if begin.is_stacked else None
@@ -126,8 +132,8 @@ def convert_strided_slice_grad(ctx):
             first = (starts[:, k] if starts is not None
                      else tf.broadcast_to(begin.tensor[k], [ctx.n]))
             first = tf.cast(first, tf.int32)
-            first = tf.where(first < 0, first + dims[k], first)
-            offsets.append(tf.clip_by_value(first, 0, dims[k]))
+            first = tf.where(first < 0, first + row_dims[k], first)
+            offsets.append(tf.clip_by_value(first, 0, row_dims[k]))
     values = ctx.stack(dy)
     values_dims = shapes.dims(values, ctx.n)
     full, taken = [values_dims[0]], 1
@@ -138,7 +144,12 @@ def convert_strided_slice_grad(ctx):
             full.append(values_dims[taken])
             taken += 1
     values = shapes.reshape(values, full)
-    return Stacked(tensor=place(values, offsets, dims, tf.zeros([], values.dtype), ctx.n))
+    out = place(values, offsets, dims, tf.zeros([], values.dtype), ctx.n)
+    varying = [row_dims[k] if shape.is_stacked and out_static[k] is None else None
+               for k in range(rank)]
+    if all(v is None for v in varying):
+        return Stacked(tensor=out)
+    return Ragged.from_stacked(out, varying)
 
 
 def convert_pad_stacked_paddings(ctx):
@@ -166,7 +177,9 @@ def convert_pad_stacked_paddings(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    for pattern in ("USUU*", "UUSU*", "USSU*"):
+    # (a stacked shape: the gradient of a slice of a value whose shape differs per
+    # iteration, e.g. a ragged value a loop reads from outside, item by item)
+    for pattern in ("USUU*", "UUSU*", "USSU*", "S**U*"):
         registry.add("StridedSliceGrad", convert_strided_slice_grad, inputs=pattern)
     # After the slicing module's converter, which gathers single items (x[i]) directly,
     # and ragged_slices.py's, which leaves it the windows of one size (x[i:i + k]): both

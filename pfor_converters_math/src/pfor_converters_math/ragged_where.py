@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Ragged
+from pfor_core.extend import Ragged, Stacked
 
 
 def convert_where_ragged(ctx):
@@ -86,7 +86,8 @@ def convert_gather_ragged_indices(ctx):
                    + [None] * (rank - axis_value - 1))
         return Ragged.from_stacked(out, lengths)
     if isinstance(params, Ragged):
-        return _gather_ragged_params(ctx, params, indices, axis_value)
+        return _gather_ragged_params(ctx, params, index, indices.mask(), indices.lengths,
+                                     axis_value)
     if params.is_stacked:
         out = tf.gather(params.tensor, index, axis=axis_value + 1, batch_dims=1)
         before = axis_value  # per-iteration axes before the gathered ones
@@ -101,22 +102,51 @@ def convert_gather_ragged_indices(ctx):
     return Ragged.from_stacked(out, lengths)
 
 
-def _gather_ragged_params(ctx, params, indices, axis):
+def convert_gather_ragged_params(ctx):
+    """GatherV2 of ragged params by stacked indices (e.g. a loop's rows of a ragged
+    value it reads from outside, inside an outer pfor): the batch dimensions must be
+    one size in every iteration; indices into a dimension that varies are checked
+    against each iteration's size (the padding would read zeros where the loop fails)."""
+    params, _, axis = ctx.inputs
+    axis_value = tf.get_static_value(axis.tensor)
+    index = ctx.stacked(1)
+    if axis_value is None or index.shape.rank is None:
+        return ctx.decline("a run-time axis, or indices of unknown rank")
+    axis_value = int(axis_value) % params.rank
+    batch = ctx.attr("batch_dims")
+    batch = batch + index.shape.rank - 1 if batch < 0 else batch
+    if any(length is not None for length in params.lengths[:batch]):
+        return ctx.decline("batch dimensions that differ between iterations")
+    size = params.lengths[axis_value]
+    if size is not None:
+        bound = tf.reshape(tf.cast(size, index.dtype), [-1] + [1] * (index.shape.rank - 1))
+        index = ctx.check(tf.reduce_all((index >= 0) & (index < bound)),
+                          "GatherV2: indices out of range of each iteration's params",
+                          tensor=index)
+    out = tf.gather(params.padded, index, axis=axis_value + 1, batch_dims=batch + 1)
+    lengths = (list(params.lengths[:axis_value]) + [None] * (index.shape.rank - 1 - batch)
+               + list(params.lengths[axis_value + 1:]))
+    if all(length is None for length in lengths):
+        return Stacked(tensor=out)
+    return Ragged.from_stacked(out, lengths)
+
+
+def _gather_ragged_params(ctx, params, index, valid, index_lengths, axis):
     """Each iteration's params rows by its own indices (``tf.repeat`` of a ragged
     value, a RaggedTensor's row ids): the indices are checked against each iteration's
     size (the padding would read zeros where the loop fails), the padding of the
-    indices reads an appended zero row."""
+    indices (``valid`` False) reads an appended zero row."""
     if axis != 0:
         return ctx.decline("ragged params gathered along an axis other than 0")
-    index, valid = indices.padded, indices.mask()
-    bound = tf.reshape(tf.cast(params.extents()[0], index.dtype), [-1] + [1] * indices.rank)
+    bound = tf.reshape(tf.cast(params.extents()[0], index.dtype),
+                       [-1] + [1] * (index.shape.rank - 1))
     inside = tf.logical_or(tf.logical_not(valid), (index >= 0) & (index < bound))
     index = ctx.check(tf.reduce_all(inside), "GatherV2: indices out of range of each "
                       "iteration's params", tensor=index)
     padded = tf.pad(params.padded, [[0, 0], [0, 1]] + [[0, 0]] * (params.rank - 1))
     out = tf.gather(padded, tf.where(valid, index, tf.zeros([], index.dtype)), axis=1,
                     batch_dims=1)
-    return Ragged.from_stacked(out, list(indices.lengths) + list(params.lengths[1:]))
+    return Ragged.from_stacked(out, list(index_lengths) + list(params.lengths[1:]))
 
 
 def register(registry):
@@ -125,3 +155,4 @@ def register(registry):
     registry.add("Where", convert_where_ragged, inputs="R")
     registry.add("GatherV2", convert_gather_ragged_indices, inputs="*RU")
     registry.add("GatherV2", convert_gather_ragged_indices, inputs="RRU")
+    registry.add("GatherV2", convert_gather_ragged_params, inputs="RSU")
