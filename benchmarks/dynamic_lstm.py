@@ -13,7 +13,8 @@ no padding inside it. Compared, side by side in one run, all under `tf.function`
 Tokens/s counts real tokens (the sum of the lengths). A second table times
 per-example gradients (of the final state's squared norm with respect to the LSTM's
 weights) through the same loop: pfor, a loop of tapes (`tf.map_fn`) and
-`tf.vectorized_map`, at a smaller batch (`--grad-batch`). Run:
+`tf.vectorized_map`, at a smaller batch (`--grad-batch`); a third the same for a loss
+over every step's output, collected in a `tf.TensorArray(size=lengths[i])`. Run:
     .venv/bin/python benchmarks/dynamic_lstm.py [--batch 128] [--grad-batch 32] [--skip-slow]
 """
 
@@ -79,8 +80,36 @@ def make(batch, dim, state, max_len, seed=0):
     return body, masked, grad_body, int(tf.reduce_sum(lengths))
 
 
-def _gradients_table(batch, skip_slow):
-    _, _, grad_body, tokens = make(batch, 128, 256, 100, seed=1)
+def outputs_grad_body(batch, seed=2):
+    """Per-example gradients of a loss over every step's output, which each example
+    collects in a ``tf.TensorArray`` of its own length (``size=lengths[i]``)."""
+    inputs, lengths, weights, bias = (
+        tf.constant(a) for a in data(batch, 128, 256, 100, seed).values())
+
+    def grad_body(i):
+        x, steps = tf.gather(inputs, i), tf.gather(lengths, i)
+        with tf.GradientTape() as tape:
+            tape.watch(weights)
+            outputs = tf.TensorArray(tf.float32, size=steps, element_shape=[1, 256])
+
+            def step(t, h, c, outputs):
+                h, c = lstm_step(x[t][None], h, c, weights, bias)
+                return t + 1, h, c, outputs.write(t, h)
+
+            zeros = tf.zeros([1, 256])
+            outputs = tf.while_loop(lambda t, *_: t < steps, step,
+                                    (0, zeros, zeros, outputs))[3]
+            loss = tf.reduce_mean(tf.square(outputs.stack()))
+        return tape.gradient(loss, weights)
+
+    return grad_body, int(tf.reduce_sum(lengths))
+
+
+def _gradients_table(batch, skip_slow, outputs=False):
+    if outputs:
+        grad_body, tokens = outputs_grad_body(batch)
+    else:
+        _, _, grad_body, tokens = make(batch, 128, 256, 100, seed=1)
     fns = {"pfor": tf.function(lambda: pf.pfor(grad_body, batch, fallback="error"))}
     if not skip_slow:
         fns["loop of tapes (tf.map_fn)"] = tf.function(
@@ -101,7 +130,9 @@ def _gradients_table(batch, skip_slow):
     times = compare(fns, budget=2.0, rounds=3)
     rows = [(name, f"{t * 1e3:.1f}", f"{batch / t:,.0f}") for name, t in times.items()]
     rows += [(name, why, "-") for name, why in status.items()]
-    print(f"\nPer-example gradients through the loop, batch {batch} ({tokens} tokens)")
+    what = ("of a loss over every step's output (a TensorArray of each example's length)"
+            if outputs else "through the loop")
+    print(f"\nPer-example gradients {what}, batch {batch} ({tokens} tokens)")
     print(table(("implementation", "ms/batch", "examples/s"), rows))
 
 
@@ -140,6 +171,7 @@ def main():
                  f"({tokens} tokens)"))
     print(table(("implementation", "ms/batch", "tokens/s", "vs best hand masking"), rows))
     _gradients_table(args.grad_batch, args.skip_slow)
+    _gradients_table(args.grad_batch, args.skip_slow, outputs=True)
 
 
 if __name__ == "__main__":

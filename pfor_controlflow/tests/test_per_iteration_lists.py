@@ -246,15 +246,27 @@ def test_ragged_items_stack_and_concat_row_by_row():
     assert got[1].row_lengths().numpy().tolist() == [2, 0, 9, 2]
 
 
-def test_a_concat_of_plain_items_of_per_iteration_numbers_is_a_clear_error():
+@pytest.mark.parametrize("all_set", [True, False])
+def test_a_concat_of_plain_items_of_per_iteration_numbers_is_ragged(all_set):
     x = _x(4, 6, seed=8)
+    sizes = [1, 3, 0, 2] if all_set else [1, 3, 1, 2]
+    size_of = tf.constant(sizes)
 
     def body(i):
-        ta = tf.TensorArray(tf.float32, size=i + 1, element_shape=[2])
-        return ta.write(0, tf.gather(x, i)[:2]).concat()
+        size = tf.gather(size_of, i)
+        ta = tf.TensorArray(tf.float32, size=size, element_shape=[2])
+        if all_set:
+            ta = ta.unstack(tf.reshape(tf.gather(x, i), [3, 2])[:size])
+        else:  # the others unset: zeros, as the loop reads them
+            ta = ta.write(0, tf.gather(x, i)[:2])
+        return ta.concat()
 
-    with pytest.raises(tf.errors.InvalidArgumentError, match="by stack"):
-        pf.pfor(body, 4, fallback="error", ragged_outputs=True)
+    got = pf.pfor(body, 4, fallback="error", ragged_outputs=True)
+    graph = tf.function(lambda k: pf.pfor(body, k, fallback="error", ragged_outputs=True))(
+        tf.constant(4))
+    for value in (got, graph):  # (the eager loop's concat of an empty array fails)
+        ragged_loop.assert_rows_match(value, _graph_loop(body, 4))
+    assert got.row_lengths().numpy().tolist() == [2 * s for s in sizes]
 
 
 def test_gradients_through_ragged_items_at_per_iteration_positions():

@@ -265,12 +265,14 @@ def test_rows_of_ragged_rank_2_convert_their_slices():
 @given(data=st.data())
 def test_gradient_of_a_per_iteration_item_of_a_ragged_value(data):
     """StridedSliceGrad with a per-iteration shape (the sliced value differs in shape
-    per iteration) and begin: the gradient of ``values[t_i]`` for a ragged ``values``,
-    placed in each iteration's own shape (what a loop over its items needs)."""
+    per iteration) and begin: the gradient of ``values[t_i]`` (what a loop over its
+    items needs) and of ``values[t_i:]`` (a ragged ``dy``) for a ragged ``values``,
+    placed in each iteration's own shape."""
     n = data.draw(st.integers(1, MAX_N), label="n")
     lengths = data.draw(st.lists(st.integers(1, 5), min_size=n, max_size=n), label="lengths")
     picks = data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n), label="positions")
     rank2 = data.draw(st.booleans(), label="items of rank 1")
+    window = data.draw(st.booleans(), label="values[t:] (else values[t])")
     x = tf.random.stateless_normal([n, 5, 3], seed=[n, 31])
     length_of = tf.constant(lengths)
     pick_of = tf.constant([p % l for p, l in zip(picks, lengths)])
@@ -281,7 +283,8 @@ def test_gradient_of_a_per_iteration_item_of_a_ragged_value(data):
             tape.watch(xi)
             values = xi[:tf.gather(length_of, i)]
             t = tf.gather(pick_of, i)
-            loss = tf.reduce_sum(tf.sin(values[t]) * tf.cast(t + 1, tf.float32))
+            part = values[t:] if window else values[t]
+            loss = tf.reduce_sum(tf.sin(part) * tf.cast(t + 1, tf.float32))
         return tape.gradient(loss, xi)
 
     ragged_loop.assert_matches_loop(body, n, modes=ragged_loop.modes(data))

@@ -166,7 +166,7 @@ _LIST_OUT = ("TensorListSetItem", "TensorListPushBack", "TensorListPopBack",
 _WHILES = ("While", "StatelessWhile")
 
 
-def _list_dtype_near(tensor, budget=200):
+def list_dtype_near(tensor, budget=200):
     """The element dtype of the list ``tensor`` from the graph around it: its handle
     data, or an op that makes or uses the same list (through Identity, AddN, list
     updates and while loops); None if nothing within ``budget`` tensors tells."""
@@ -238,7 +238,7 @@ def list_dtypes(body, k, original=None) -> tuple:
                 if found != tf.variant:
                     return dtype, found
     if dtype is None and original is not None:
-        dtype = _list_dtype_near(original)
+        dtype = list_dtype_near(original)
     return dtype, None
 
 
@@ -258,17 +258,21 @@ def written_shape(body, k):
     return None
 
 
-def carried_out(loop, converted, k, rows=None):
+def carried_out(loop, converted, k, rows=None, stand_ins=None):
     """The body's output for carried variable ``k`` in its loop layout (``rows``: the
-    rows the body converted, where not all)."""
+    rows the body converted, where not all; ``stand_ins``: the rows whose values all
+    rows of a masked loop computed on)."""
     value = converted.outputs[k]
     if k in loop.ragged_lists:
         return ragged_value(loop, k, value)
     if k in loop.ragged_values:
-        return _same_lengths(loop, k, value, rows)
+        return _same_lengths(loop, k, value, rows if rows is not None else stand_ins)
     if loop.stacked[k]:
         out = converted.stacked(k)
         shape = loop.shape_of(k)
+        if rows is not None and shape.rank:
+            # Some rows only: not the static n (TensorFlow's gradients trust it).
+            shape = tf.TensorShape([None]).concatenate(shape[1:])
         if out.dtype != tf.variant and out.shape.is_compatible_with(shape):
             out.set_shape(shape)  # converters may lose a static n (as 1), the loop needs it
         return out

@@ -524,8 +524,10 @@ def convert_concat(ctx):
     """Per-iteration concat of elements [n, d_t, ...] along d_t -> [n, sum d_t, ...]."""
     shape = _invariant_input(ctx, 1, "element shape")
     leading = _invariant_input(ctx, 2, "leading dims")
-    handle = same_lengths(ctx, ctx.inputs[0])
     static = tf.get_static_value(shape)
+    if _ragged_rows(ctx, ctx.inputs[0]):
+        return _concat_own(ctx, ctx.inputs[0], shape)
+    handle = same_lengths(ctx, ctx.inputs[0])
     if static is not None and static.ndim == 1 and static.size and static[0] >= 0:
         # Every element has this leading dim: one stack and a reshape.
         width = int(static[0])
@@ -539,6 +541,27 @@ def convert_concat(ctx):
         raise _Decline("leading_dims for unset elements of unknown leading dim")
     out, lengths = _concat_each(ctx, handle, shape)
     return [_stacked_out(ctx, out), Invariant(tensor=lengths)]
+
+
+def _concat_own(ctx, value, shape):
+    """Each row's own items concatenated, where rows hold their own numbers of items at
+    their start: items of leading dim ``d`` make rows of ``d`` times their numbers of
+    items, ragged; the lengths output too. (The list's own element shape stacks it:
+    a TensorArray's concat leaves the leading dim open, its unset items are zeros.)"""
+    if shape.shape.rank != 1 or shape.shape[0] == 0:
+        raise ConversionError(
+            f"pfor: {ctx.op_type} '{ctx.op.name}' concatenates a tensor list whose "
+            "iterations hold different numbers of items, of an item rank not known when "
+            "tracing; give the list an element shape, or read it by stack().")
+    own = _R.TensorListElementShape(input_handle=value.tensor, shape_type=tf.int32)
+    element = own if own.shape.rank == 1 else _prepend_n(ctx, shape)
+    items = _swap01(_stack_items(ctx, value.tensor, element))  # [n, T, d, ...]
+    d = ctx.dims(items)
+    out = shapes.reshape(items, [d[0], d[1] * d[2]] + d[3:])
+    counts = value.lengths * tf.cast(d[2], tf.int32)
+    sizes = tf.fill(tf.stack([d[0], d[1]]), tf.cast(d[2], tf.int64))
+    return [Ragged.from_stacked(out, [counts] + [None] * (len(d) - 3)),
+            Ragged.from_stacked(sizes, [value.lengths])]
 
 
 def _concat_each(ctx, handle, shape):
@@ -617,7 +640,8 @@ def _is_optional(tensor) -> bool:
 
 def _summed_dtype(ctx):
     """The element dtype of the lists AddN sums, from an input made by a list op (an
-    item popped from a list of lists carries the outer list's handle data instead)."""
+    item popped from a list of lists carries the outer list's handle data instead),
+    else from the graph around the inputs and the sum."""
     for t in ctx.op.inputs:
         op = t.op
         while op.type == "Identity":
@@ -625,6 +649,11 @@ def _summed_dtype(ctx):
             op = t.op
         if t.value_index == 0 and "element_dtype" in op.node_def.attr:
             return op.get_attr("element_dtype")
+    from pfor_controlflow.loop_vars import list_dtype_near  # pylint: disable=import-outside-toplevel
+    for t in list(ctx.op.inputs) + list(ctx.op.outputs):
+        dtype = list_dtype_near(t)
+        if dtype is not None and dtype != tf.variant:
+            return dtype
     return None
 
 

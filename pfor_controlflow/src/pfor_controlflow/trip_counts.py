@@ -256,10 +256,15 @@ def run_subset(loop, parallel):
              for k in kinds.rows + kinds.changing}
     ids, *values = finished.finish(
         arrays, [bases[k] for k in kinds.rows + kinds.changing] + [None for _ in kinds.lists])
-    everyone = tf.range(ctx.n)
+    # The rows that never ran keep their start; the others take their final values.
+    # (Disjoint positions: DynamicStitch's gradient would reach the start of a row
+    # whose start a later entry overwrote.)
+    ran = tf.scatter_nd(ids[:, None], tf.ones_like(ids),
+                        tf.reshape(tf.cast(ctx.n, tf.int32), [1]))
+    idle = tf.cast(tf.where(tf.equal(ran, 0))[:, 0], tf.int32)
 
     def stitch(base, pieces, shape):
-        out = tf.dynamic_stitch([everyone, ids], [base, pieces])  # later entries win
+        out = tf.dynamic_stitch([idle, ids], [tf.gather(base, idle), pieces])
         out.set_shape(ctx.stacked_shape(shape))
         return out
 
@@ -361,7 +366,7 @@ def run_masked(loop, parallel, uniform=False):
         rows_of = masking.stand_ins(active) if stand_in else None
         converted = ctx.convert_function(loop.body, layouts(active, values, rows_of))
         outs = [_list_carry(loop, converted, k) if k in kinds.lists else
-                carried_out(loop, converted, k, rows_of) for k in loop.carried]
+                carried_out(loop, converted, k, stand_ins=rows_of) for k in loop.carried]
         check = ctx.convert_function(loop.cond, layouts(active, outs, rows_of))
         still = tf.logical_and(truth(check.stacked(0)), active)
         new = [select_rows(active, o, v) if k in kinds.rows else o

@@ -100,7 +100,7 @@ def _static_list(tensor):
 def convert_strided_slice_grad(ctx):
     """StridedSliceGrad with a stacked begin or end: ``dy`` placed at each iteration's
     begin. Only unit strides and no ellipsis or new axis (others fall back)."""
-    shape, begin, end, strides, dy = ctx.inputs
+    _, begin, _, strides, dy = ctx.inputs
     steps = _static_list(strides.tensor)
     if steps is None or any(s != 1 for s in steps):
         return ctx.decline("strides must be static and all 1")
@@ -110,14 +110,7 @@ def convert_strided_slice_grad(ctx):
     if out_static.rank is None:
         return ctx.decline("the output rank is unknown")
     rank = out_static.rank
-    if shape.is_stacked:  # the sliced value differs in shape per iteration: ragged
-        sizes = tf.cast(ctx.stacked(0), tf.int32)  # [n, rank]
-        row_dims = [sizes[:, k] for k in range(rank)]
-        dims = [tf.reduce_max(tf.concat([sizes[:, k], [0]], 0)) for k in range(rank)]
-    else:
-        dims = _static_list(shape.tensor) or [
-            d if d is not None else shape.tensor[k] for k, d in enumerate(out_static.as_list())]
-        row_dims = dims
+    dims, row_dims = grad_dims(ctx)
     begin_mask, end_mask = ctx.attr("begin_mask"), ctx.attr("end_mask")
     shrink = ctx.attr("shrink_axis_mask")
     starts = ctx.stack(begin) if begin.is_stacked else None
@@ -144,9 +137,31 @@ def convert_strided_slice_grad(ctx):
             full.append(values_dims[taken])
             taken += 1
     values = shapes.reshape(values, full)
-    out = place(values, offsets, dims, tf.zeros([], values.dtype), ctx.n)
-    varying = [row_dims[k] if shape.is_stacked and out_static[k] is None else None
-               for k in range(rank)]
+    return grad_output(ctx, place(values, offsets, dims, tf.zeros([], values.dtype), ctx.n),
+                       row_dims)
+
+
+def grad_dims(ctx):
+    """StridedSliceGrad's output dims (of the whole padded output) and each row's own
+    (int32 ``[n]`` per axis where the sliced value differs in shape per iteration: a
+    stacked ``shape`` input)."""
+    shape, out_static = ctx.inputs[0], ctx.output_shapes[0]
+    if shape.is_stacked:
+        sizes = tf.cast(ctx.stacked(0), tf.int32)  # [n, rank]
+        return ([tf.reduce_max(tf.concat([sizes[:, k], [0]], 0))
+                 for k in range(out_static.rank)],
+                [sizes[:, k] for k in range(out_static.rank)])
+    dims = _static_list(shape.tensor) or [
+        d if d is not None else tf.cast(shape.tensor[k], tf.int32)
+        for k, d in enumerate(out_static.as_list())]
+    return dims, dims
+
+
+def grad_output(ctx, out, row_dims):
+    """StridedSliceGrad's output ``out`` (padded): ragged along the axes whose size
+    differs per iteration (a stacked ``shape``), else stacked."""
+    varying = [row_dims[k] if ctx.inputs[0].is_stacked and d is None else None
+               for k, d in enumerate(ctx.output_shapes[0].as_list())]
     if all(v is None for v in varying):
         return Stacked(tensor=out)
     return Ragged.from_stacked(out, varying)

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from pfor_core.extend import (ConversionError, Invariant, Ragged, Stacked, shapes,
                               usually_uniform)
-from pfor_converters_math.offsets import place
+from pfor_converters_math.offsets import grad_dims, grad_output, place
 
 _LINEAR_DEPTH = 12
 
@@ -366,7 +366,7 @@ def convert_slice_ragged(ctx):
 def convert_strided_slice_grad_ragged(ctx):
     """StridedSliceGrad of a ragged ``dy`` (the gradient of a slice whose size differs
     between iterations): the padded ``dy`` placed at each iteration's begin."""
-    shape, begin, _, strides, dy = ctx.inputs
+    _, _, _, strides, dy = ctx.inputs
     steps = tf.get_static_value(strides.tensor)
     if steps is None or any(int(s) != 1 for s in steps):
         return ctx.decline("strides must be static and all 1")
@@ -375,10 +375,7 @@ def convert_strided_slice_grad_ragged(ctx):
     out_static = ctx.output_shapes[0]
     if out_static.rank is None:
         return ctx.decline("the output rank is unknown")
-    static = tf.get_static_value(shape.tensor)
-    dims = ([int(d) for d in static] if static is not None else
-            [d if d is not None else tf.cast(shape.tensor[k], tf.int32)
-             for k, d in enumerate(out_static.as_list())])
+    dims, row_dims = grad_dims(ctx)
     begin_mask, end_mask = ctx.attr("begin_mask"), ctx.attr("end_mask")
     shrink = ctx.attr("shrink_axis_mask")
     values, offsets = dy.padded, []
@@ -392,10 +389,10 @@ def convert_strided_slice_grad_ragged(ctx):
             offsets.append(tf.zeros([ctx.n], tf.int32))
         else:
             first = tf.broadcast_to(_column(ctx, 1, k), [ctx.n])
-            first = tf.where(first < 0, first + dims[k], first)
-            offsets.append(tf.clip_by_value(first, 0, dims[k]))
-    out = place(values, offsets, dims, tf.zeros([], values.dtype), ctx.n)
-    return Stacked(tensor=out)
+            first = tf.where(first < 0, first + row_dims[k], first)
+            offsets.append(tf.clip_by_value(first, 0, row_dims[k]))
+    return grad_output(ctx, place(values, offsets, dims, tf.zeros([], values.dtype), ctx.n),
+                       row_dims)
 
 
 def register(registry):
@@ -407,5 +404,6 @@ def register(registry):
                      priority=-1)
     for pattern in ("*SU", "**S", "R**"):
         registry.add("Slice", convert_slice_ragged, inputs=pattern, priority=-1)
-    for pattern in ("USUUR", "UUSUR", "USSUR"):
+    # (a stacked shape: a slice of a value whose shape differs per iteration)
+    for pattern in ("USUUR", "UUSUR", "USSUR", "S**UR"):
         registry.add("StridedSliceGrad", convert_strided_slice_grad_ragged, inputs=pattern)
