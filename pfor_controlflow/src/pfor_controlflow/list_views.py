@@ -191,13 +191,10 @@ def convert_set_item(ctx):
     return view.again(_R.TensorListSetItem(input_handle=handle, index=index, item=whole))
 
 
-def _whole_items(view, element_shape, dtype) -> tf.Tensor:
-    """Every item of the whole list, ``[T, width, ...]`` (``element_shape``: one row's;
-    an unset item reads as zeros)."""
-    shape = tf.concat([tf.reshape(tf.cast(view.width, tf.int32), [1]),
-                       tf.cast(element_shape, tf.int32)], 0)
-    return _R.TensorListStack(input_handle=view.tensor, element_shape=shape,
-                              element_dtype=dtype)
+def _element_shape(view, row_shape) -> tf.Tensor:
+    """``[width] + row_shape``: one whole element's shape (unset items read as zeros)."""
+    return tf.concat([tf.reshape(tf.cast(view.width, tf.int32), [1]),
+                      tf.cast(row_shape, tf.int32)], 0)
 
 
 def _all_rows(view) -> tf.Tensor:
@@ -205,7 +202,8 @@ def _all_rows(view) -> tf.Tensor:
 
 
 def convert_get_item_at_rows(ctx):
-    """Each converted row reads its own position (a gradient loop's per-row step)."""
+    """Each converted row reads its own position (a gradient loop's per-row step):
+    the elements at those positions, each row's own row of its element."""
     view = _view(ctx)
     if view is None or not ctx.inputs[1].is_stacked or ctx.inputs[2].is_stacked:
         return ctx.decline("not a list seen by a loop over some iterations, read per row")
@@ -214,14 +212,16 @@ def convert_get_item_at_rows(ctx):
     shape = ctx.inputs[2].tensor
     if shape.shape.rank != 1:
         return ctx.decline("an item of unknown rank")
-    whole = _whole_items(view, shape, ctx.attr("element_dtype"))
-    mine = tf.gather(_swap01(whole), _all_rows(view))  # [m, T, ...]
-    return Stacked(tensor=tf.gather(mine, positions, batch_dims=1))
+    elements = _R.TensorListGather(input_handle=view.tensor, indices=positions,
+                                   element_shape=_element_shape(view, shape),
+                                   element_dtype=ctx.attr("element_dtype"))  # [m, width, ...]
+    return Stacked(tensor=tf.gather(elements, _all_rows(view), axis=1, batch_dims=1))
 
 
 def convert_set_item_at_rows(ctx):
     """Each converted row writes its own position (a gradient loop's per-row step):
-    the whole list as one tensor, each row's item selected in at its position."""
+    the elements at the positions written, each row's item put in its row, scattered
+    back (each position once)."""
     view = _view(ctx)
     if view is None or not ctx.inputs[1].is_stacked or ctx.attr(
             "resize_if_index_out_of_bounds"):
@@ -229,25 +229,19 @@ def convert_set_item_at_rows(ctx):
                            "row in place")
     positions = tf.cast(ctx.stacked(1), tf.int32)
     positions = _checked(ctx, view, positions, positions)
-    item = ctx.stacked(2)
+    item, rows = ctx.stacked(2), _all_rows(view)
     if item.shape.rank is None:
         return ctx.decline("an item of unknown rank")
-    whole = _whole_items(view, tf.shape(item)[1:], ctx.attr("element_dtype"))
-    rows = _all_rows(view)
     if view.mask is not None:  # rows whose writes do not count write nowhere
-        positions = tf.where(view.mask, positions, -1)
-    at = tf.tensor_scatter_nd_update(tf.fill(tf.reshape(tf.cast(view.width, tf.int32), [1]), -1),
-                                     rows[:, None], positions)  # [width]
-    item = _merge(view, item, None)  # the rows' items in a whole element [width, ...]
-    hit = tf.equal(tf.range(tf.shape(whole)[0])[:, None], at[None, :])  # [T, width]
-    hit = tf.reshape(hit, tf.concat([tf.shape(hit), tf.ones_like(tf.shape(item))[1:]], 0))
-    return view.again(_R.TensorListFromTensor(
-        tensor=tf.where(hit, item[None], whole),
-        element_shape=_R.TensorListElementShape(input_handle=view.tensor, shape_type=tf.int32)))
-
-
-def _swap01(x: tf.Tensor) -> tf.Tensor:
-    return tf.transpose(x, tf.concat([[1, 0], tf.range(2, tf.rank(x))], 0))
+        keep = tf.cast(tf.where(view.mask)[:, 0], tf.int32)
+        positions, item, rows = (tf.gather(t, keep) for t in (positions, item, rows))
+    written, slot = tf.unique(positions)
+    elements = _R.TensorListGather(input_handle=view.tensor, indices=written,
+                                   element_shape=_element_shape(view, tf.shape(item)[1:]),
+                                   element_dtype=ctx.attr("element_dtype"))  # [k, width, ...]
+    elements = tf.tensor_scatter_nd_update(elements, tf.stack([slot, rows], 1), item)
+    return view.again(_R.TensorListScatterIntoExistingList(
+        input_handle=view.tensor, tensor=elements, indices=written))
 
 
 def convert_resize(ctx):
