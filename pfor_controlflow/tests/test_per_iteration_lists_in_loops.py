@@ -213,3 +213,36 @@ def test_in_an_outer_pfor():
         3)) for i in range(2)])
     testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert np.all(np.isfinite(got.numpy()))
+
+
+@pytest.mark.parametrize("read", ["stack", "concat"])
+def test_a_whole_read_of_items_pushed_for_per_iteration_steps_is_ragged(read):
+    """Pushes leave each row's own items at the end of the loop's list (a gradient
+    loop pops them from there): a whole read moves them to the start, each row its
+    own number of items, rows of no step included."""
+    x = _x(4, 6, seed=7)
+    steps_of = [2, 0, 4, 1]
+    trips = tf.constant(steps_of)
+
+    def body(i):
+        steps = tf.gather(trips, i)
+        items = tf.raw_ops.EmptyTensorList(element_shape=[2], max_num_elements=-1,
+                                           element_dtype=tf.float32)
+
+        def step(t, items):
+            item = tf.gather(x, i)[t:t + 2] * tf.cast(t + 1, tf.float32)
+            return t + 1, tf.raw_ops.TensorListPushBack(input_handle=items, tensor=item)
+
+        _, items = tf.while_loop(lambda t, items: t < steps, step, (0, items))
+        if read == "stack":
+            return tf.raw_ops.TensorListStack(input_handle=items, element_shape=[2],
+                                              element_dtype=tf.float32)
+        return tf.raw_ops.TensorListConcatV2(
+            input_handle=items, element_shape=[2], leading_dims=tf.zeros([0], tf.int64),
+            element_dtype=tf.float32)[0]
+
+    for masked in (False, True):
+        with _strategy(masked):
+            got = ragged_loop.assert_matches_loop(body, 4, ragged=True)
+        per_item = 1 if read == "stack" else 2  # (concat: an item's two values)
+        assert got.row_lengths().numpy().tolist() == [s * per_item for s in steps_of]

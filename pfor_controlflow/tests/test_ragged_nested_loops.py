@@ -150,11 +150,13 @@ def _grown(trip, push):
     return inner
 
 
-def test_a_whole_list_read_after_steps_that_differ_per_outer_iteration():
+@pytest.mark.parametrize("push", [False, True])
+def test_a_whole_read_after_steps_that_differ_per_outer_iteration(push):
     """The outer pfor keeps the inner loop's list as long as its longest iteration's:
-    a stack of a TensorArray reads each row's own items (ragged), as the loop does."""
+    a stack reads each row's own items (ragged), as the loop does; pushed items sit at
+    the end of each row's list and are moved to the start first."""
     x, trips = X[:2, :3, :4], tf.constant([2, 4])
-    got = pf.vectorized_map(lambda a: pf.vectorized_map(_grown(a[1], False), a[0],
+    got = pf.vectorized_map(lambda a: pf.vectorized_map(_grown(a[1], push), a[0],
                                                         fallback="error"),
                             (x, trips), fallback="error")
     expected = tf.stack([tf.stack([tf.reduce_mean(tf.stack(
@@ -162,14 +164,3 @@ def test_a_whole_list_read_after_steps_that_differ_per_outer_iteration():
         for i in range(2)])
     assert got.shape == (2, 3, 4)
     assert_allclose(got, expected)
-
-
-def test_a_whole_read_of_pushed_items_after_steps_that_differ_per_outer_iteration():
-    """Pushed items are right-aligned: a whole read would see the longest outer
-    iteration's length, so it raises instead of giving a padded value."""
-    x, trips = X[:2, :3, :4], tf.constant([2, 4])
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match="inside an outer pfor whose iterations ran that loop"):
-        pf.vectorized_map(lambda a: pf.vectorized_map(_grown(a[1], True), a[0],
-                                                      fallback="error"),
-                          (x, trips), fallback="error")

@@ -408,7 +408,7 @@ def convert_stack(ctx):
     value = ctx.inputs[0]
     if _ragged_rows(ctx, value):
         # Rows of their own numbers of items stack to values of their own lengths.
-        items = _swap01(ctx.emit(value.tensor, _prepend_n(ctx, shape))[0])
+        items = _own_items(ctx, value, ctx.emit(value.tensor, _prepend_n(ctx, shape))[0])
         rank = ctx.output_shapes[0].rank
         return Ragged.from_stacked(items, [value.lengths] + [None] * (rank - 1))
     items = ctx.emit(same_lengths(ctx, value), _prepend_n(ctx, shape))[0]
@@ -417,11 +417,23 @@ def convert_stack(ctx):
 
 def _ragged_rows(ctx, value) -> bool:
     """Whether a whole-list read of ``value`` gives each row its own items: a list whose
-    rows hold their own numbers of items at their start, where the body does not know
-    the number statically (else all rows must hold that many)."""
+    rows hold their own numbers of items, where the body does not know the number
+    statically (else all rows must hold that many)."""
     out = ctx.output_shapes[0]
-    return (isinstance(value, ListWithLengths) and not value.right_aligned
-            and value.lengths is not None and out.rank is not None and out[0] is None)
+    return (isinstance(value, ListWithLengths) and value.lengths is not None
+            and out.rank is not None and out[0] is None)
+
+
+def _own_items(ctx, value, stacked) -> tf.Tensor:
+    """The stacked items ``[T, n, ...]`` of a ``ListWithLengths`` as ``[n, T, ...]``,
+    each row's own items first (pushes leave them at the end of the list, which an
+    outer pfor keeps as long as its longest iteration's)."""
+    items = _swap01(stacked)
+    if not value.right_aligned:
+        return items
+    count = tf.shape(items)[1]
+    source = tf.range(count)[None, :] + (count - tf.cast(value.lengths, tf.int32))[:, None]
+    return tf.gather(items, tf.minimum(source, count - 1), batch_dims=1)
 
 
 @_declining(rows_own_lengths=True)
@@ -555,7 +567,7 @@ def _concat_own(ctx, value, shape):
             "tracing; give the list an element shape, or read it by stack().")
     own = _R.TensorListElementShape(input_handle=value.tensor, shape_type=tf.int32)
     element = own if own.shape.rank == 1 else _prepend_n(ctx, shape)
-    items = _swap01(_stack_items(ctx, value.tensor, element))  # [n, T, d, ...]
+    items = _own_items(ctx, value, _stack_items(ctx, value.tensor, element))  # [n, T, d, ...]
     d = ctx.dims(items)
     out = shapes.reshape(items, [d[0], d[1] * d[2]] + d[3:])
     counts = value.lengths * tf.cast(d[2], tf.int32)
