@@ -66,7 +66,9 @@ def test_a_loop_over_the_items_a_boolean_mask_keeps(masked):
         ragged_loop.assert_matches_loop(body, 5)
 
 
-def test_per_example_gradients_through_such_a_loop():
+def _gradient_example():
+    """Per-example gradients through a loop over the items a boolean mask keeps
+    (example 1 keeps none): the loss, its inputs and its variable."""
     x = tf.random.stateless_normal([4, 6], seed=[2, 23]) + tf.constant([[0.5], [-9.0], [0.0], [0.3]])
     w = tf.Variable(tf.random.stateless_normal([6], seed=[2, 24]))
 
@@ -75,12 +77,38 @@ def test_per_example_gradients_through_such_a_loop():
         kept = tf.boolean_mask(h, xi > 0.0)
         return _weighted_sum(tf.tanh(kept), tf.size(kept), in_cond=False)
 
-    got = pf.per_example_gradients(loss, [w], x, fallback="error")[0]
-    for j in range(4):
+    def gradient(xi):
         with tf.GradientTape() as tape:
-            value = loss(x[j])
-        want = tape.gradient(value, w, unconnected_gradients="zero")
-        testing.assert_allclose(got[j], want, rtol=1e-5, atol=1e-6, what=f"example {j}")
+            value = loss(xi)
+        return tape.gradient(value, w, unconnected_gradients="zero")
+
+    return x, w, loss, gradient
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_per_example_gradients_through_such_a_loop(masked):
+    x, w, loss, gradient = _gradient_example()
+    with _strategy(masked):
+        got = pf.per_example_gradients(loss, [w], x, fallback="error")[0]
+    for j in range(4):
+        testing.assert_allclose(got[j], gradient(x[j]), rtol=1e-5, atol=1e-6,
+                                what=f"example {j}")
+    assert float(tf.reduce_max(tf.abs(got))) > 0.0
+
+
+def test_per_example_gradients_through_such_a_loop_in_an_outer_pfor():
+    """The gradient loop carries the ragged gradient of what the mask kept: inside an
+    outer pfor it runs masked, its rows that do not run reading a running row's items
+    (masking.stand_ins), so that the accumulator and what it adds agree in shape."""
+    x, _, _, gradient = _gradient_example()
+    batches = tf.stack([x, tf.reverse(x, [0]) * 0.5])
+
+    got = pf.vectorized_map(lambda xb: pf.vectorized_map(gradient, xb, fallback="error"),
+                            batches, fallback="error")
+    for b in range(2):
+        for j in range(4):
+            testing.assert_allclose(got[b, j], gradient(batches[b, j]), rtol=1e-5,
+                                    atol=1e-6, what=f"batch {b}, example {j}")
     assert float(tf.reduce_max(tf.abs(got))) > 0.0
 
 
@@ -100,20 +128,56 @@ def test_in_an_outer_pfor():
     testing.assert_allclose(got, tf.convert_to_tensor(want), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("masked", [False, True])
-def test_a_ragged_value_carried_through_the_loop_keeping_its_shape(masked):
-    x = tf.random.stateless_normal([4, 5], seed=[4, 26])
-    steps = tf.constant([2, 0, 3, 1])
-
+def _carrying_body(x, steps):
+    """A loop that carries ``x[i][:i + 1]`` for ``steps[i]`` steps (XLA-ready: bounded)."""
     def body(i):
         values = tf.gather(x, i)[:i + 1]
         out = tf.while_loop(lambda t, v: t < tf.gather(steps, i),
                             lambda t, v: (t + 1, tf.sin(v) * 2.0), (0, values),
-                            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None])))[1]
+                            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None])),
+                            maximum_iterations=3)[1]
         return tf.reduce_sum(out)
+    return body
 
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_a_ragged_value_carried_through_the_loop_keeping_its_shape(masked):
+    body = _carrying_body(tf.random.stateless_normal([4, 5], seed=[4, 26]),
+                          tf.constant([2, 0, 3, 1]))
     with _strategy(masked):
         ragged_loop.assert_matches_loop(body, 4)
+
+
+def test_a_carried_ragged_value_in_an_outer_pfor_and_under_xla():
+    """Both run the loop masked: each row keeps its own lengths."""
+    x, steps = tf.random.stateless_normal([4, 5], seed=[4, 26]), tf.constant([2, 0, 3, 1])
+    body = _carrying_body(x, steps)
+    want = tf.stack([body(tf.constant(i)) for i in range(4)])
+    compiled = tf.function(lambda: pf.pfor(body, 4, fallback="error"), jit_compile=True)()
+    testing.assert_allclose(compiled, want, rtol=1e-5, atol=1e-6, what="under XLA")
+    scales = tf.constant([1.0, -2.0, 0.5])
+    nested = pf.pfor(lambda j: pf.pfor(lambda i: body(i) * tf.gather(scales, j), 4,
+                                       fallback="error"), 3, fallback="error")
+    testing.assert_allclose(nested, scales[:, None] * want[None], rtol=1e-5, atol=1e-6,
+                            what="in an outer pfor")
+
+
+def test_under_xla_a_gradient_of_a_slice_of_sizes_known_at_run_time_fails_clearly():
+    """The gradient loop's slice gradient gets each row's shape from the forward loop,
+    known only at run time: XLA could not pad it, so pfor names the op."""
+    x, w = tf.random.stateless_normal([3, 6], seed=[5, 28]), tf.Variable(tf.ones([6]))
+
+    def gradient(xi):
+        with tf.GradientTape() as tape:
+            kept = (xi * w)[:tf.reduce_sum(tf.cast(xi > 0.0, tf.int32))]
+            value = tf.while_loop(lambda t, acc: t < tf.size(kept),
+                                  lambda t, acc: (t + 1, acc + kept[t]), (0, 0.0),
+                                  maximum_iterations=6)[1]
+        return tape.gradient(value, w)
+
+    with pytest.raises(pf.ConversionError, match="StridedSliceGrad.*jit_compile"):
+        tf.function(lambda: pf.vectorized_map(gradient, x, fallback="error"),
+                    jit_compile=True)()
 
 
 def test_a_ragged_value_that_changes_shape_in_the_loop_fails_clearly():

@@ -134,15 +134,14 @@ def test_a_negative_size_fails_like_the_loop_in_a_graph():
         pf.pfor(body, 3, fallback="error")
 
 
-def test_a_per_iteration_element_shape_is_still_a_clear_error():
+def test_a_per_iteration_element_shape():
+    """(test_lists_of_per_iteration_element_shape.py has the rest.)"""
     def body(i):
         handle = tf.raw_ops.TensorListReserve(element_shape=tf.reshape(i + 1, [1]),
                                               num_elements=2, element_dtype=tf.float32)
         return tf.raw_ops.TensorListLength(input_handle=handle)
 
-    assert testing.sequential(body, 3).numpy().tolist() == [2, 2, 2]  # the loop runs
-    with pytest.raises(pf.ConversionError, match="per-iteration element shape"):
-        pf.pfor(body, 3, fallback="error")
+    ragged_loop.assert_matches_loop(body, 3)
 
 
 def _writes_last(x, sizes):

@@ -59,6 +59,12 @@ def _stacked_outputs(ctx, graphs, inputs) -> tuple[list[bool], dict]:
     return stacked, ragged
 
 
+def _same(shapes):
+    """The element shapes every branch's list kept (one list made with each
+    iteration's own, passed on by every branch), else None."""
+    return shapes[0] if shapes and all(s is shapes[0] for s in shapes) else None
+
+
 def convert_invariant_selector(ctx):
     graphs = _branch_graphs(ctx)
     if graphs is None:
@@ -75,10 +81,14 @@ def convert_invariant_selector(ctx):
     forms = {k: [None] * len(graphs) for k, t in enumerate(ctx.op.outputs)
              if stacked[k] and k not in ragged and _may_differ(t)}
 
+    kept_shapes = {k: [] for k in ragged}  # per list: each branch's element shapes
+
     def out(converted, k, b):
         value = converted.outputs[k]
         if k in ragged:  # a list of ragged items in some branch: in all, as a pair
-            return ragged_lists.as_ragged_list(ctx, value, ragged[k], None).pair()
+            value = ragged_lists.as_ragged_list(ctx, value, ragged[k], None)
+            kept_shapes[k].append(value.element_shapes)
+            return value.pair()
         if k in forms:
             forms[k][b] = ragged_branches.Form.of(value)
             return ragged_branches.parts(value, lambda _: converted.stacked(k))
@@ -98,7 +108,8 @@ def convert_invariant_selector(ctx):
         outs = tf.switch_case(selector, [branch(b) for b in range(len(graphs))])
     else:
         outs = tf.cond(truth(selector), branch(0), branch(1))
-    return [ragged_lists.from_pair(t, ragged[k]) if k in ragged else
+    return [ragged_lists.from_pair(t, ragged[k], element_shapes=_same(kept_shapes[k]))
+            if k in ragged else
             _chosen(t, forms[k], ctx.op.outputs[k], ctx) if k in forms else
             Stacked(tensor=t) if s else Invariant(tensor=t)
             for k, (t, s) in enumerate(zip(outs[:-1], stacked))]

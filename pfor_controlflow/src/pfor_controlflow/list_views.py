@@ -44,6 +44,9 @@ class ListView(View):
     # int32 [width]: each row's own number of items where rows hold their own
     # (list_lengths.py: a list of per-iteration size), which reads and writes check.
     lengths: tf.Tensor | None = None
+    # int32 [width]: the row whose items each row reads, where a masked loop has its
+    # rows that do not run compute on a running row's values (masking.stand_ins).
+    reads: tf.Tensor | None = None
 
     def again(self, handle) -> "ListView":
         return dataclasses.replace(self, tensor=handle)
@@ -100,7 +103,9 @@ def _whole_shape(view, item: tf.Tensor) -> tf.Tensor:
 
 
 def _rows_of(view, element: tf.Tensor) -> tf.Tensor:
-    return element if view.rows is None else tf.gather(element, view.rows)
+    """The rows of a whole element that the view's rows read."""
+    rows = view.rows if view.rows is not None else view.reads
+    return element if rows is None else tf.gather(element, rows)
 
 
 def _merge(view, item: tf.Tensor, old: tf.Tensor | None) -> tf.Tensor:
@@ -215,7 +220,8 @@ def convert_get_item_at_rows(ctx):
     elements = _R.TensorListGather(input_handle=view.tensor, indices=positions,
                                    element_shape=_element_shape(view, shape),
                                    element_dtype=ctx.attr("element_dtype"))  # [m, width, ...]
-    return Stacked(tensor=tf.gather(elements, _all_rows(view), axis=1, batch_dims=1))
+    reads = view.reads if view.reads is not None else _all_rows(view)
+    return Stacked(tensor=tf.gather(elements, reads, axis=1, batch_dims=1))
 
 
 def convert_set_item_at_rows(ctx):

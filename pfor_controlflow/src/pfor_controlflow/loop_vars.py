@@ -38,6 +38,11 @@ class Loop:
         # accumulator of a ragged value's gradient); the loop carries their padded form.
         self.ragged_values = {k: v.lengths for k, v in enumerate(self.inputs)
                               if isinstance(v, Ragged) and k in self.carried}
+        # Lists made with each iteration's own element shape, by variable: those shapes,
+        # which writes in the loop are checked against.
+        self.element_shapes = {k: v.element_shapes for k, v in enumerate(self.inputs)
+                               if isinstance(v, ragged_lists.RaggedList)
+                               and v.element_shapes is not None}
         self.lengths.update({k: v.counts for k, v in enumerate(self.inputs)
                              if isinstance(v, ragged_lists.RaggedList) and v.counts_known
                              and not v.right_aligned and v.counts is not None
@@ -54,7 +59,8 @@ class Loop:
                 values[k] = value
             elif isinstance(value, tuple):  # a list of ragged items
                 values[k] = ragged_lists.from_pair(value, self.ragged_lists[k],
-                                                   self.lengths.get(k))
+                                                   self.lengths.get(k),
+                                                   self.element_shapes.get(k))
             elif k in self.ragged_values:
                 values[k] = self.ragged_value(k, value)
             else:
@@ -286,24 +292,35 @@ def _same_lengths(loop, k, value, rows) -> tf.Tensor:
     to keep the lengths it came in with and padded as the loop's input is."""
     ctx, start = loop.ctx, loop.inputs[k]
     lengths = loop.ragged_value(k, start.padded, rows).lengths
-    if not isinstance(value, Ragged) or [l is None for l in value.lengths] != [
-            l is None for l in lengths]:
+    if isinstance(value, Invariant):
+        value = Stacked(tensor=ctx.stack(value))
+    if value.shape.rank not in (None, len(lengths)):
         raise ConversionError(
             f"pfor: {ctx.op_type} '{ctx.op.name}': loop variable {k}, whose shape differs "
-            "between iterations, changes which of its dimensions vary in a step; pfor "
-            "carries such a value only where every step keeps its shape.")
-    same = tf.reduce_all([tf.reduce_all(tf.equal(a, b)) for a, b in zip(value.lengths, lengths)
-                          if a is not None])
+            "between iterations, changes rank in a step; pfor carries such a value only "
+            "where every step keeps its shape.")
+    # A dimension may vary in one and not the other (a nested pfor's masked loop marks
+    # its row count as varying): compare sizes there, the fixed one's being its size.
+    padded = value.padded if isinstance(value, Ragged) else value.tensor
+    given = value.lengths if isinstance(value, Ragged) else (None,) * len(lengths)
+    same = tf.reduce_all([
+        tf.reduce_all(tf.equal(_sizes(a, padded, d), _sizes(b, start.padded, d)))
+        for d, (a, b) in enumerate(zip(given, lengths)) if a is not None or b is not None])
     padded = ctx.check(same, f"loop variable {k}, whose shape differs between iterations, "
                        "changes shape in a step; pfor carries such a value only where every "
-                       "step keeps its shape", tensor=value.padded)
+                       "step keeps its shape", tensor=padded)
     dims = tf.shape(start.padded)[1:]
-    padded = padded[(slice(None),) + tuple(
-        slice(None) if l is None else slice(0, dims[d]) for d, l in enumerate(lengths))]
+    padded = padded[(slice(None),) + tuple(slice(0, dims[d]) for d in range(len(lengths)))]
     grow = tf.concat([[0], dims - tf.shape(padded)[1:]], 0)
     padded = tf.pad(padded, tf.stack([tf.zeros_like(grow), grow], 1))
     padded.set_shape(loop.shape_of(k))
     return padded
+
+
+def _sizes(lengths, padded, d):
+    """Per-iteration sizes of dimension ``d``: ``lengths``, or where it is fixed (None)
+    the padded tensor's size there."""
+    return tf.shape(padded)[d + 1] if lengths is None else lengths
 
 
 def ragged_value(loop, k, value) -> tuple:

@@ -214,11 +214,6 @@ def convert_while(ctx):
     if any(l and not s for l, s in zip(lists, loop.stacked)):
         loop.stacked = _find_stacked(loop, [s or l for s, l in zip(loop.stacked, lists)])
     if ctx.compiled or ctx.nested:
-        if loop.ragged_values:
-            return ctx.decline("a value whose shape differs between iterations carried "
-                               "through a loop with per-iteration trip counts inside an "
-                               "outer pfor or under XLA (it would run masked, which keeps "
-                               "no such value)")
         if loop.ragged_lists and ctx.compiled:
             return ctx.decline("a loop with per-iteration trip counts under XLA runs "
                                "masked, which does not carry tensor lists of items whose "

@@ -3,8 +3,10 @@
 holds when values of per-iteration shapes are written into it, e.g.
 ``tf.TensorArray(tf.float32, size=n_i, infer_shape=False).write(i, x[:k_i])``.
 
-Such a list is made here; a stack gives each row its own items, a ragged value ragged
-along the item count too where rows hold different numbers. (ragged_lists.py has the
+Such a list is made here, as is one made with an element shape that differs between
+iterations (raw ``TensorListReserve`` / ``EmptyTensorList``); a stack gives each row
+its own items, a ragged value ragged along the item count too where rows hold
+different numbers. (ragged_lists.py has the
 rest: writes and reads at one position, concat, the loops' pushes and pops;
 ragged_list_views.py writes and reads at per-row positions.)
 """
@@ -38,13 +40,59 @@ def convert_reserve(ctx):
     return ragged_lists.reserved_rows(ctx, list_sizes(ctx))
 
 
-def _counts(ctx, value: RaggedList):
-    """The rows' numbers of items (None: all hold all), refusing lists whose rows hold
-    theirs at the end or untracked."""
-    counts = ragged_lists.known_counts(ctx, value)
-    if counts is not None and value.right_aligned:
-        raise Decline("a list whose rows hold their items at its end")
-    return counts
+def convert_new_shaped(ctx):
+    """TensorListReserve / EmptyTensorList with an element shape that differs between
+    iterations (of a static rank): a list of ragged items that keeps each row's element
+    shape, which writes are checked against. A reserved list's unset items read as
+    zeros of it, so it must be fully defined in every iteration (checked: pfor cannot
+    tell unset items from set ones later); an empty list's takes any. (A list of
+    per-row size in a loop of the body is a gradient's: ragged_lists.reserved_rows.)"""
+    if ctx.in_body_loop and ctx.op_type == "TensorListReserve" and ctx.inputs[1].is_stacked:
+        raise Decline("a list of per-row size in a loop of the body (a gradient's)")
+    spec = ctx.op.inputs[0].shape
+    if spec.rank != 1 or spec[0] is None:
+        raise Decline("an element shape of unknown rank")
+    dtype, rank = ctx.attr("element_dtype"), spec[0]
+    if dtype == tf.variant:
+        raise Decline("a list of lists")
+    shapes = tf.cast(ctx.stacked(0), tf.int32)  # [n, rank]
+    element = ragged_lists.shapes_element(ctx, rank)
+    if ctx.op_type == "EmptyTensorList":
+        if ctx.inputs[1].is_stacked:
+            raise Decline("a per-iteration cap on the list's size")
+        cap = ctx.inputs[1].tensor
+        return RaggedList(
+            tensor=_R.EmptyTensorList(element_shape=-1, max_num_elements=cap,
+                                      element_dtype=dtype),
+            shapes=_R.EmptyTensorList(element_shape=element, max_num_elements=cap,
+                                      element_dtype=tf.int32),
+            rank=rank, element_shapes=shapes)
+    shapes = ctx.check(tf.reduce_all(shapes >= 0), "makes a tensor list whose element "
+                       "shape differs between iterations and is not fully defined in some; "
+                       "pfor needs every size of it there (an unset item reads as zeros of "
+                       "it): give every dimension a size, or start from EmptyTensorList",
+                       tensor=shapes)
+    counts = list_sizes(ctx) if ctx.inputs[1].is_stacked else None
+    count = (tf.reduce_max(tf.concat([counts, [0]], 0)) if counts is not None
+             else tf.cast(ctx.inputs[1].tensor, tf.int32))
+    count = ctx.check(count >= 0, "makes a tensor list of negative size", tensor=count)
+    largest = tf.reduce_max(tf.concat([shapes, tf.zeros([1, rank], tf.int32)], 0), 0)
+    zeros = tf.zeros(tf.concat([[count], tf.shape(shapes)[:1], largest], 0), dtype)
+    sizes = tf.tile(shapes[None], tf.stack([count, 1, 1]))
+    return RaggedList(
+        tensor=_R.TensorListFromTensor(tensor=zeros, element_shape=-1),
+        shapes=_R.TensorListFromTensor(tensor=sizes, element_shape=element),
+        rank=rank, counts=counts, element_shapes=shapes)
+
+
+def _left_aligned(whole, counts) -> tf.Tensor:
+    """``whole`` (``[T, n, ...]``) with each row's last ``counts[j]`` items moved to
+    the start (where pushes in a loop of per-iteration trip counts leave them)."""
+    count = tf.shape(whole)[0]
+    source = tf.minimum(tf.range(count)[:, None] + (count - counts)[None, :],
+                        tf.maximum(count - 1, 0))
+    rows = tf.broadcast_to(tf.range(tf.shape(whole)[1])[None, :], tf.shape(source))
+    return tf.gather_nd(whole, tf.stack([source, rows], -1))
 
 
 def convert_stack_rows(ctx):
@@ -54,11 +102,12 @@ def convert_stack_rows(ctx):
     value = ctx.inputs[0]
     if not isinstance(value, RaggedList) or value.counts is None:
         raise Decline("not a list whose rows hold their own numbers of ragged items")
-    counts = _counts(ctx, value)
-    if ctx.inputs[1].is_stacked:
-        raise Decline("a per-iteration element shape")
+    counts = ragged_lists.known_counts(ctx, value)
+    ragged_lists.element_shape_input(ctx, value)
     rank = value.rank
     items, shapes = stack_items(ctx, value, ctx.attr("element_dtype"))
+    if value.right_aligned:
+        items, shapes = _left_aligned(items, counts), _left_aligned(shapes, counts)
     count = tf.shape(shapes)[0]
     own = tf.range(count)[:, None] < counts[None, :]  # [T, n]
     sizes = tf.reduce_max(tf.concat([tf.where(own[:, :, None], shapes, 0),
@@ -75,6 +124,9 @@ def convert_stack_rows(ctx):
 
 def register(registry):
     add = registry.add
-    add("TensorListStack", convert_stack_rows, inputs="SU", priority=25, narrow=True)
+    add("TensorListStack", convert_stack_rows, inputs="S*", priority=25, narrow=True)
     add("TensorListReserve", convert_reserve, inputs="*S", priority=25)
+    # (ahead of convert_reserve: a per-iteration element shape decides unset items)
+    add(["TensorListReserve", "EmptyTensorList"], convert_new_shaped, inputs="S*",
+        priority=26)
 

@@ -26,8 +26,8 @@ from pfor_controlflow import list_views
 from pfor_controlflow.list_lengths import within_rows
 from pfor_controlflow.list_views import right_align_items
 from pfor_controlflow.ragged_lists import (PaddedItems, RaggedList, _largest, _rank_of,
-                                           as_ragged_list, item_parts, known_counts,
-                                           read_item, stack_items)
+                                           as_ragged_list, fits_element, item_parts,
+                                           known_counts, read_item, stack_items)
 from pfor_controlflow.tensor_lists import _summed_dtype
 
 _R = tf.raw_ops
@@ -42,38 +42,42 @@ class RaggedListView(PaddedItems):
     rows: tf.Tensor  # int32 [m]: the rows being converted
     aligned: bool = False  # the running rows hold as many items as the whole list
     # bool [width]: the rows whose writes count (a masked loop converts all rows,
-    # ``rows`` is then every row); None: all of ``rows``.
+    # ``rows`` is then every row, or per row the row whose items it reads:
+    # masking.stand_ins); None: all of ``rows``.
     mask: tf.Tensor | None = None
     # int32 [width]: each row's own number of items at its start where rows hold their
     # own (a list of per-iteration size), which reads and writes check.
     lengths: tf.Tensor | None = None
 
 
-def view_of(value, width, rows, aligned=False, mask=None, lengths=None) -> RaggedListView:
+def view_of(value, width, rows, aligned=False, mask=None, lengths=None,
+            reads=None) -> RaggedListView:
     """The ``RaggedList`` ``value`` seen by a conversion of its ``rows`` (of all rows,
-    of which those in ``mask`` count, for a masked loop); ``lengths``: see
-    ``RaggedListView``."""
-    if mask is not None:
-        rows = tf.range(tf.cast(width, tf.int32))
+    of which those in ``mask`` count, for a masked loop, each reading the items of
+    row ``reads``, by default its own); ``lengths``: see ``RaggedListView``."""
+    if mask is not None:  # (a masked view writes by mask only: ``rows`` serves reads)
+        rows = tf.range(tf.cast(width, tf.int32)) if reads is None else reads
     return RaggedListView(tensor=value.tensor, shapes=value.shapes, rank=value.rank,
                           width=width, rows=rows, aligned=aligned, mask=mask,
-                          lengths=lengths)
+                          lengths=lengths, element_shapes=value.element_shapes)
 
 
 def result(handle, shapes, rank, *, lengths, change, pushed, n, nested=False,
-           own=None) -> RaggedList:
+           own=None, element_shapes=None) -> RaggedList:
     """The loop's output for a list of ragged items: ``lengths`` each row's number of
     items when it finished, right-aligned where the body pushes (``pushed``: the
     element dtype); ``change`` as ``loop_vars.length_change`` says; ``own``: the rows'
     own numbers of items the list came in with, which a loop that writes it in place
-    keeps."""
+    keeps; ``element_shapes``: see ``PaddedItems``."""
     if pushed is not None:
         handle, shapes = _right_align(handle, shapes, rank, lengths, pushed, _N(n, nested))
     if change == "same":
-        return RaggedList(tensor=handle, shapes=shapes, rank=rank, counts=own)
+        return RaggedList(tensor=handle, shapes=shapes, rank=rank, counts=own,
+                          element_shapes=element_shapes)
     return RaggedList(tensor=handle, shapes=shapes, rank=rank, counts=lengths,
                       right_aligned=pushed is not None,
-                      counts_known=change in ("pushes", "writes"))
+                      counts_known=change in ("pushes", "writes"),
+                      element_shapes=element_shapes)
 
 
 class _N:
@@ -188,10 +192,13 @@ def _rows(view, element) -> tf.Tensor:
 
 
 def _item_of(ctx, view, k):
+    """Item input ``k`` to write: its padded tensor and sizes (checked against the
+    rows' element shapes where the list has its own per row)."""
     item = ctx.inputs[k]
     if _rank_of(item) != view.rank:
         raise Decline(f"an item of rank {_rank_of(item)} in a list of items of rank {view.rank}")
-    return item_parts(ctx, item)
+    padded, sizes = item_parts(ctx, item)
+    return fits_element(ctx, view, sizes, padded, view.rows), sizes
 
 
 def _per_row(convert):
@@ -378,8 +385,11 @@ def convert_ragged_view_length(ctx):
 
 
 def convert_ragged_view_element_shape(ctx):
-    """The element shape the list was made with (the same in every iteration)."""
+    """The element shape the list was made with (the same in every iteration, unless
+    it was made with each iteration's own)."""
     view = _view(ctx)
+    if view.element_shapes is not None:
+        return Stacked(tensor=tf.cast(_rows(view, view.element_shapes), ctx.attr("shape_type")))
     shape = _R.TensorListElementShape(input_handle=view.tensor,
                                       shape_type=ctx.attr("shape_type"))
     return Invariant(tensor=list_views.without_rows(shape))

@@ -39,6 +39,9 @@ class PaddedItems(View):
 
     shapes: tf.Tensor
     rank: int
+    # int32 [width, rank]: each row's element shape (-1: any size) where the list was
+    # made with one that differs between iterations, which writes are checked against.
+    element_shapes: tf.Tensor | None = None
 
     def materialize(self):
         return Decline("a tensor list whose items differ in shape between iterations has "
@@ -75,8 +78,25 @@ def placeholder(rank: int) -> RaggedList:
                       shapes=tf.raw_ops.Placeholder(dtype=tf.variant, shape=[]), rank=rank)
 
 
-def from_pair(pair, rank: int, counts=None) -> RaggedList:
-    return RaggedList(tensor=pair[0], shapes=pair[1], rank=rank, counts=counts)
+def from_pair(pair, rank: int, counts=None, element_shapes=None) -> RaggedList:
+    return RaggedList(tensor=pair[0], shapes=pair[1], rank=rank, counts=counts,
+                      element_shapes=element_shapes)
+
+
+def fits_element(ctx, value, sizes, tensor, rows=None):
+    """``tensor``, after a run-time check that items of ``sizes`` (``[m, rank]``, of
+    ``rows`` of the list where not all) fit each row's element shape, where the list
+    ``value`` was made with one that differs between iterations (the loop's write
+    fails otherwise)."""
+    shapes = value.element_shapes
+    if shapes is None:
+        return tensor
+    if rows is not None:
+        shapes = tf.gather(shapes, rows)
+    fits = tf.reduce_all((shapes < 0) | tf.equal(shapes, sizes))
+    return ctx.check(fits, "an item written into a tensor list does not have the list's "
+                     "element shape (the loop's write fails):", [sizes, shapes],
+                     tensor=tensor)
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -195,6 +215,14 @@ def _invariant(ctx, k, what):
     return ctx.inputs[k].tensor
 
 
+def element_shape_input(ctx, value, k=1):
+    """A read's element shape (input ``k``), which shapes only unset items: a
+    per-iteration one only for a list made with each iteration's own (whose unset
+    items hold zeros of it already)."""
+    if ctx.inputs[k].is_stacked and value.element_shapes is None:
+        raise Decline("a per-iteration element shape")
+
+
 # -- converters -----------------------------------------------------------------------------
 def convert_ragged_push_back(ctx):
     """Pushes the item's padded tensor and its shapes."""
@@ -206,13 +234,14 @@ def convert_ragged_push_back(ctx):
         raise Decline("a list of lists")
     value = as_ragged_list(ctx, ctx.inputs[0], _rank_of(item), dtype)
     padded, sizes = item_parts(ctx, item)
+    padded = fits_element(ctx, value, sizes, padded)
     return value.again(_R.TensorListPushBack(input_handle=value.tensor, tensor=padded),
                        _R.TensorListPushBack(input_handle=value.shapes, tensor=sizes))
 
 
 def convert_ragged_pop_back(ctx):
     value = _ragged_list(ctx)
-    _invariant(ctx, 1, "element shape")
+    element_shape_input(ctx, value)
     handle, padded = _R.TensorListPopBack(input_handle=value.tensor, element_shape=-1,
                                           element_dtype=ctx.attr("element_dtype"))
     shapes, sizes = _R.TensorListPopBack(input_handle=value.shapes,
@@ -232,6 +261,7 @@ def convert_ragged_set_item(ctx):
         raise Decline("a list of lists")
     value = as_ragged_list(ctx, ctx.inputs[0], _rank_of(item), dtype)
     padded, sizes = item_parts(ctx, item)
+    padded = fits_element(ctx, value, sizes, padded)
     resize = ctx.attr("resize_if_index_out_of_bounds")
     if value.counts is not None or not value.counts_known:
         return _set_own(ctx, value, index, padded, sizes, resize)
@@ -326,7 +356,7 @@ def convert_ragged_stack(ctx):
     """Every iteration's items must agree in shape (the loop's TensorListStack fails
     otherwise): the items, padded to the largest, stacked along a new axis 1."""
     value = _ragged_list(ctx)
-    _invariant(ctx, 1, "element shape")
+    element_shape_input(ctx, value)
     dtype, rank = ctx.attr("element_dtype"), value.rank
     items, shapes = stack_items(ctx, value, dtype)
     count = tf.shape(shapes)[0]
@@ -395,8 +425,11 @@ def _marked_uniform(value, lengths) -> bool:
 
 
 def convert_ragged_element_shape(ctx):
-    """The element shape the list was made with (the same in every iteration)."""
+    """The element shape the list was made with (the same in every iteration, unless
+    it was made with each iteration's own)."""
     value = _ragged_list(ctx, counts=True)
+    if value.element_shapes is not None:
+        return Stacked(tensor=tf.cast(value.element_shapes, ctx.attr("shape_type")))
     shape = _R.TensorListElementShape(input_handle=value.tensor,
                                       shape_type=ctx.attr("shape_type"))
     return Invariant(tensor=shape[1:])
@@ -496,7 +529,7 @@ def convert_ragged_concat(ctx):
     of items."""
     value = _ragged_list(ctx, counts=True)
     known_counts(ctx, value)
-    _invariant(ctx, 1, "element shape")
+    element_shape_input(ctx, value)
     _invariant(ctx, 2, "leading dims")
     dtype, rank = ctx.attr("element_dtype"), value.rank
     if rank < 1:
@@ -634,16 +667,16 @@ def register(registry):
     # Ahead of the plain tensor-list converters (and the loop views') for their own lists.
     add("TensorListPushBack", convert_ragged_push_back, inputs="*R", priority=20, views=True)
     add("TensorListPushBack", convert_ragged_push_back, inputs="S*", priority=20, narrow=True)
-    add("TensorListPopBack", convert_ragged_pop_back, inputs="SU", priority=20, narrow=True)
+    add("TensorListPopBack", convert_ragged_pop_back, inputs="S*", priority=20, narrow=True)
     add("TensorListSetItem", convert_ragged_set_item, inputs="*UR", priority=20, views=True)
     add("TensorListSetItem", convert_ragged_set_item, inputs="SU*", priority=20, narrow=True)
     add("TensorListGetItem", convert_ragged_get_item, inputs="SU*", priority=20, narrow=True)
-    add("TensorListStack", convert_ragged_stack, inputs="SU", priority=20, narrow=True)
+    add("TensorListStack", convert_ragged_stack, inputs="S*", priority=20, narrow=True)
     add("TensorListFromTensor", convert_ragged_from_tensor, inputs="RU", priority=20)
     add("TensorListLength", convert_ragged_length, inputs="S", priority=20, narrow=True)
     add("TensorListElementShape", convert_ragged_element_shape, inputs="S", priority=20,
         narrow=True)
-    add("TensorListConcatV2", convert_ragged_concat, inputs="SUU", priority=20, narrow=True)
+    add("TensorListConcatV2", convert_ragged_concat, inputs="S*U", priority=20, narrow=True)
     add("TensorListSplit", convert_ragged_split, inputs="R??", priority=20)
     add("TensorListReserve", convert_reserve_rows, inputs="*S", priority=20)
     add("TensorListResize", convert_ragged_resize, inputs="SU", priority=20, narrow=True)

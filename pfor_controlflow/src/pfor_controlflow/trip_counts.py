@@ -102,7 +102,8 @@ def _list_view(loop, kinds, k, value, rows):
     """Tensor list ``k`` (a handle, the pair of a list of ragged items, or a layout
     value) as the body of the loop sees it when it converts ``rows``."""
     if isinstance(value, tuple):
-        value = ragged_lists.from_pair(value, loop.ragged_lists[k])
+        value = ragged_lists.from_pair(value, loop.ragged_lists[k],
+                                       element_shapes=loop.element_shapes.get(k))
     if isinstance(value, ragged_lists.RaggedList):
         return ragged_list_views.view_of(value, loop.ctx.n, rows, aligned=k in kinds.aligned,
                                          lengths=loop.lengths.get(k))
@@ -111,17 +112,20 @@ def _list_view(loop, kinds, k, value, rows):
                     lengths=loop.lengths.get(k))
 
 
-def _masked_view(loop, kinds, k, value, active, uniform=False):
+def _masked_view(loop, kinds, k, value, active, uniform=False, reads=None):
     """Tensor list ``k`` as the body of the masked loop sees it (``active``: the rows
-    whose writes count; ``uniform``: see ``run_masked``)."""
+    whose writes count; ``uniform``: see ``run_masked``; ``reads``: per row, the row
+    whose items it reads, masking.stand_ins)."""
     if isinstance(value, tuple):
-        value = ragged_lists.from_pair(value, loop.ragged_lists[k])
+        value = ragged_lists.from_pair(value, loop.ragged_lists[k],
+                                       element_shapes=loop.element_shapes.get(k))
     if isinstance(value, ragged_lists.RaggedList):
         return ragged_list_views.view_of(value, loop.ctx.n, None, aligned=k in kinds.aligned,
-                                         mask=active, lengths=loop.lengths.get(k))
+                                         mask=active, lengths=loop.lengths.get(k),
+                                         reads=reads)
     handle = value if isinstance(value, tf.Tensor) else value.tensor
     return ListView(tensor=handle, width=loop.ctx.n, mask=active, aligned=k in kinds.aligned,
-                    padded_items=uniform, lengths=loop.lengths.get(k))
+                    padded_items=uniform, lengths=loop.lengths.get(k), reads=reads)
 
 
 def _list_carry(loop, converted, k):
@@ -285,7 +289,8 @@ def run_subset(loop, parallel):
         if k in loop.ragged_lists:
             layouts[k] = ragged_list_views.result(
                 *handle, loop.ragged_lists[k], lengths=lengths, change=kinds.change[k],
-                pushed=pushed, n=ctx.n, own=loop.lengths.get(k))
+                pushed=pushed, n=ctx.n, own=loop.lengths.get(k),
+                element_shapes=loop.element_shapes.get(k))
             continue
         if pushed is not None:  # a stack (e.g. a gradient's accumulator): see list_views
             handle = right_align(handle, lengths, pushed)
@@ -341,9 +346,9 @@ def run_masked(loop, parallel, uniform=False):
 
         def from_outside(k, v):
             if isinstance(v, ragged_lists.RaggedList):
-                return _masked_view(loop, kinds, k, v, active)
+                return _masked_view(loop, kinds, k, v, active, reads=rows_of)
             if v.is_stacked and v.dtype == tf.variant:
-                return _masked_view(loop, kinds, k, v, active, uniform)
+                return _masked_view(loop, kinds, k, v, active, uniform, rows_of)
             if not v.is_stacked or rows_of is None:
                 return v
             if isinstance(v, Ragged):
@@ -353,7 +358,7 @@ def run_masked(loop, parallel, uniform=False):
             return Stacked(tensor=rows(v.tensor))
 
         outside = [from_outside(k, v) for k, v in enumerate(loop.inputs)]
-        mine = [_masked_view(loop, kinds, k, v, active, uniform) if k in kinds.lists
+        mine = [_masked_view(loop, kinds, k, v, active, uniform, rows_of) if k in kinds.lists
                 else loop.ragged_value(k, rows(v), rows_of) if k in loop.ragged_values
                 else rows(v) if k in kinds.rows else v
                 for k, v in zip(loop.carried, values)]
@@ -423,7 +428,8 @@ def run_masked(loop, parallel, uniform=False):
             layouts[k] = ragged_list_views.result(
                 *layouts[k].pair(), loop.ragged_lists[k], lengths=length,
                 change=kinds.change[k], pushed=pushed, n=ctx.n, nested=ctx.nested,
-                own=loop.lengths.get(k))
+                own=loop.lengths.get(k),
+                element_shapes=loop.element_shapes.get(k))
             continue
         if pushed is not None:
             handle = right_align(handle, length, pushed)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Ragged, Stacked, shapes
+from pfor_core.extend import ConversionError, Ragged, Stacked, shapes
 
 
 def place(values, offsets, out_dims, fill, n):
@@ -148,8 +148,15 @@ def grad_dims(ctx):
     shape, out_static = ctx.inputs[0], ctx.output_shapes[0]
     if shape.is_stacked:
         sizes = tf.cast(ctx.stacked(0), tf.int32)  # [n, rank]
-        return ([tf.reduce_max(tf.concat([sizes[:, k], [0]], 0))
-                 for k in range(out_static.rank)],
+        static = out_static.as_list()
+        if ctx.compiled and None in static:
+            raise ConversionError(
+                f"pfor: {ctx.op_type} '{ctx.op.name}' (a slice's gradient) makes a value "
+                "whose shape differs between iterations, of sizes known only at run time "
+                "(as in a gradient loop), which XLA cannot pad to a size known at compile "
+                "time; run it without jit_compile.")
+        return ([d if d is not None else tf.reduce_max(tf.concat([sizes[:, k], [0]], 0))
+                 for k, d in enumerate(static)],
                 [sizes[:, k] for k in range(out_static.rank)])
     dims = _static_list(shape.tensor) or [
         d if d is not None else tf.cast(shape.tensor[k], tf.int32)

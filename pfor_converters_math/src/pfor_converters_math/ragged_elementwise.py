@@ -16,7 +16,8 @@ import tensorflow as tf
 from pfor_core.extend import Decline, Ragged
 
 from pfor_converters_math import elementwise, special
-from pfor_converters_math.ragged_common import broadcast, result, same_lengths, sized
+from pfor_converters_math.ragged_common import (broadcast, per_iteration_rank, result,
+                                                 same_lengths, sized)
 
 # Unary ops with f(0) == 0 (or False): the padding needs no mask after them.
 _ZERO_PRESERVING = frozenset({
@@ -80,37 +81,26 @@ def _same_lengths(values) -> bool:
 
 
 def convert_equal_shapes(ctx):
-    """Kernels without broadcasting (TanhGrad, ...) and AddN: ragged operands of equal
-    sizes in every iteration (checked: the loop's kernel fails otherwise). A stacked or
-    invariant operand takes part where its sizes along the varying dimensions are not
-    known statically (a value made inside a nested pfor's body): they are checked
-    alike."""
-    inputs = [v if isinstance(v, Ragged) else _sized_like(ctx, v, ctx.inputs)
+    """Kernels without broadcasting (TanhGrad, ...) and AddN: operands of equal sizes in
+    every iteration (checked: the loop's kernel fails otherwise). An operand fixed in a
+    dimension where another varies (a stacked one, or a ragged one that varies
+    elsewhere: a nested pfor's masked loop may mark a row count as varying) is checked
+    there by its size, which is then the same in every iteration."""
+    ranks = {per_iteration_rank(v) for v in ctx.inputs}
+    if len(ranks) != 1:
+        return ctx.decline("operands of different ranks")
+    axes = sorted({d for v in ctx.inputs if isinstance(v, Ragged) for d in v.ragged_axes})
+    inputs = [sized(ctx, v, [d for d in axes if not (isinstance(v, Ragged)
+                                                      and v.lengths[d] is not None)])
               for v in ctx.inputs]
     first = inputs[0]
     for v in inputs[1:]:
-        if v.padded.shape.rank != first.padded.shape.rank:
-            return ctx.decline("operands of different ranks")
-        for d, (a, b) in enumerate(zip(first.lengths, v.lengths)):
-            if (a is None) != (b is None):
-                return ctx.decline("operands vary in different dimensions")
-            if a is not None:
-                same_lengths(ctx, a, b, f"{ctx.op_type} dimension {d}")
+        for d in axes:
+            same_lengths(ctx, first.lengths[d], v.lengths[d], f"{ctx.op_type} dimension {d}")
     tensors, lengths = broadcast(ctx, inputs)  # pads them to one width
     if ctx.op_type == "AddN":
         return result(tf.math.add_n(tensors), lengths)
     return result(ctx.emit(*tensors)[0], lengths)
-
-
-def _sized_like(ctx, value, values) -> Ragged:
-    """A stacked or invariant operand as ragged along the dimensions where the ragged
-    operands vary, which it must have of no static size (else it matches them only
-    by chance: declined)."""
-    axes = sorted({d for v in values if isinstance(v, Ragged) for d in v.ragged_axes})
-    static = value.shape.as_list() if value.shape.rank is not None else None
-    if static is None or any(d >= len(static) or static[d] is not None for d in axes):
-        raise Decline("a fixed operand against operands whose sizes differ per iteration")
-    return sized(ctx, value, axes)
 
 
 def convert_clip(ctx):
@@ -142,7 +132,9 @@ def register(registry):
     # Equal shapes per iteration: a ragged operand against a fixed one could match only
     # by chance, so only all-ragged patterns.
     registry.add(elementwise.SAME_SHAPE, convert_equal_shapes, inputs="RR")
+    # (a ragged operand against a fixed one: a value of no static size in a nested
+    # pfor's body, as its gradients add them, or one of a static size)
+    for pattern in ("R*", "*R"):
+        registry.add(elementwise.SAME_SHAPE, convert_equal_shapes, inputs=pattern)
+        registry.add("AddN", convert_equal_shapes, inputs=pattern)
     registry.add("AddN", convert_equal_shapes, inputs="R...")
-    # (a value of no static size in a nested pfor's body, as its gradients add them)
-    registry.add("AddN", convert_equal_shapes, inputs="*R")
-    registry.add("AddN", convert_equal_shapes, inputs="R*")
