@@ -81,6 +81,33 @@ def test_pushes_in_a_loop_into_an_empty_list_of_a_partly_known_element_shape(ste
         ragged_loop.assert_matches_loop(body, 3, ragged=True)
 
 
+def test_a_list_of_per_row_size_made_in_each_step_of_a_loop():
+    """Made inside a loop of the body (as a gradient's lists are), its unset items are
+    still zeros of each row's element shape."""
+    x = tf.random.stateless_normal([3, 5], seed=[6, 35])
+    ks = tf.constant([2, 0, 4])
+
+    def body(i):
+        k = tf.gather(ks, i)
+
+        def step(t, total):
+            items = R.TensorListReserve(element_shape=tf.reshape(k, [1]),
+                                        num_elements=2 + i % 2, element_dtype=tf.float32)
+            items = R.TensorListSetItem(input_handle=items, index=0,
+                                        item=tf.gather(x, i)[:k] * tf.cast(t + 1, tf.float32))
+            unset = R.TensorListGetItem(input_handle=items, index=1,
+                                        element_shape=tf.reshape(k, [1]),
+                                        element_dtype=tf.float32)
+            whole = R.TensorListStack(input_handle=items, element_shape=tf.reshape(k, [1]),
+                                      element_dtype=tf.float32)
+            return t + 1, total + tf.reduce_sum(whole) + tf.cast(tf.size(unset) + tf.size(whole),
+                                                                  tf.float32)
+
+        return tf.while_loop(lambda t, total: t < 2, step, (0, 0.0))[1]
+
+    ragged_loop.assert_matches_loop(body, 3)
+
+
 def _writes_past_the_shape(where, sizes=(2, 1, 3)):
     """A body that writes ``x[i][:min(k_i, 2)]`` into a list of element shape
     ``[k_i]``, which does not fit where ``k_i`` is 3: directly, in a loop, or after a

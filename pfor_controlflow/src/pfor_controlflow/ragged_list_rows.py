@@ -45,10 +45,10 @@ def convert_new_shaped(ctx):
     iterations (of a static rank): a list of ragged items that keeps each row's element
     shape, which writes are checked against. A reserved list's unset items read as
     zeros of it, so it must be fully defined in every iteration (checked: pfor cannot
-    tell unset items from set ones later); an empty list's takes any. (A list of
-    per-row size in a loop of the body is a gradient's: ragged_lists.reserved_rows.)"""
-    if ctx.in_body_loop and ctx.op_type == "TensorListReserve" and ctx.inputs[1].is_stacked:
-        raise Decline("a list of per-row size in a loop of the body (a gradient's)")
+    tell unset items from set ones later); an empty list's takes any. A list of per-row
+    size in a loop of the body may be a gradient's, whose element shape (the forward
+    list's, read back per step) is not: a row's unset items whose element shape is not
+    fully defined are of zero size there (as ragged_lists.reserved_rows makes them)."""
     spec = ctx.op.inputs[0].shape
     if spec.rank != 1 or spec[0] is None:
         raise Decline("an element shape of unknown rank")
@@ -67,18 +67,21 @@ def convert_new_shaped(ctx):
             shapes=_R.EmptyTensorList(element_shape=element, max_num_elements=cap,
                                       element_dtype=tf.int32),
             rank=rank, element_shapes=shapes)
-    shapes = ctx.check(tf.reduce_all(shapes >= 0), "makes a tensor list whose element "
-                       "shape differs between iterations and is not fully defined in some; "
-                       "pfor needs every size of it there (an unset item reads as zeros of "
-                       "it): give every dimension a size, or start from EmptyTensorList",
-                       tensor=shapes)
     counts = list_sizes(ctx) if ctx.inputs[1].is_stacked else None
+    if ctx.in_body_loop and counts is not None:
+        unset = tf.where(tf.reduce_all(shapes >= 0, 1, keepdims=True), shapes, 0)
+    else:
+        unset = ctx.check(
+            tf.reduce_all(shapes >= 0), "makes a tensor list whose element shape differs "
+            "between iterations and is not fully defined in some; pfor needs every size "
+            "of it there (an unset item reads as zeros of it): give every dimension a "
+            "size, or start from EmptyTensorList", tensor=shapes)
     count = (tf.reduce_max(tf.concat([counts, [0]], 0)) if counts is not None
              else tf.cast(ctx.inputs[1].tensor, tf.int32))
     count = ctx.check(count >= 0, "makes a tensor list of negative size", tensor=count)
-    largest = tf.reduce_max(tf.concat([shapes, tf.zeros([1, rank], tf.int32)], 0), 0)
-    zeros = tf.zeros(tf.concat([[count], tf.shape(shapes)[:1], largest], 0), dtype)
-    sizes = tf.tile(shapes[None], tf.stack([count, 1, 1]))
+    largest = tf.reduce_max(tf.concat([unset, tf.zeros([1, rank], tf.int32)], 0), 0)
+    zeros = tf.zeros(tf.concat([[count], tf.shape(unset)[:1], largest], 0), dtype)
+    sizes = tf.tile(unset[None], tf.stack([count, 1, 1]))
     return RaggedList(
         tensor=_R.TensorListFromTensor(tensor=zeros, element_shape=-1),
         shapes=_R.TensorListFromTensor(tensor=sizes, element_shape=element),
