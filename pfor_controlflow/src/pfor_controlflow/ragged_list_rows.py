@@ -6,9 +6,9 @@ holds when values of per-iteration shapes are written into it, e.g.
 Such a list is made here, as is one made with an element shape that differs between
 iterations (raw ``TensorListReserve`` / ``EmptyTensorList``); a stack gives each row
 its own items, a ragged value ragged along the item count too where rows hold
-different numbers. (ragged_lists.py has the
-rest: writes and reads at one position, concat, the loops' pushes and pops;
-ragged_list_views.py writes and reads at per-row positions.)
+different numbers. (ragged_lists.py has the rest: writes and reads at one position,
+concat, the loops' pushes and pops; ragged_list_views.py writes and reads at per-row
+positions.)
 """
 
 from __future__ import annotations

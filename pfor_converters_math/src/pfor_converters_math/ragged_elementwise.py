@@ -4,8 +4,9 @@ A unary op runs on the padded tensor; its padding is then zeroed by a select, ex
 for ops that map zero to zero (and False to False), whose padding stays zero by itself.
 Broadcasting ops line their operands up (``ragged_common.broadcast``: ragged operands
 padded to one width, per-iteration sizes checked to broadcast as the loop's shapes
-would) and mask the result. Kernels that want equal shapes (TanhGrad, ...) and AddN take
-ragged operands whose sizes are checked equal.
+would) and mask the result. Kernels that want equal shapes (TanhGrad, ...) and AddN
+take operands whose sizes are checked equal per iteration, also where one varies in a
+dimension in which another is fixed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Ragged
+from pfor_core.extend import Ragged
 
 from pfor_converters_math import elementwise, special
 from pfor_converters_math.ragged_common import (broadcast, per_iteration_rank, result,
