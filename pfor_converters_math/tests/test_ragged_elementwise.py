@@ -168,24 +168,25 @@ def test_add_n_of_other_sizes_fails_like_the_loop():
         error=(tf.errors.InvalidArgumentError, ValueError))
 
 
-@settings(max_examples=6)
+@pytest.mark.parametrize("kind", ["ragged", "stacked", "invariant"])
+@settings(max_examples=3)
 @given(data=st.data())
-def test_same_shape_kernels_of_operands_fixed_where_another_varies(data):
+def test_same_shape_kernels_of_operands_fixed_where_another_varies(kind, data):
     """Operands that must have equal shapes, one varying in a dimension where another
     is fixed (a row count per iteration that happens to be the same everywhere, a
-    stacked operand of a static size): checked there by the fixed size."""
+    stacked or invariant operand of a static size): checked there by the fixed size."""
     n = data.draw(st.integers(1, 4), label="n")
     x, lengths = _ragged(data, n, (3,))
     fixed = _values(data, [n, 3])
     rows = tf.fill([n], 3) + tf.zeros([n], tf.int32)  # the same in every iteration
     y = _values(data, [n, 3, WIDTH])
-    kind = data.draw(st.sampled_from(["ragged", "stacked"]), label="other operand")
 
     def body(i):
         a = tf.transpose(rl.rows(x, lengths, i))  # [3, L_i]: varies in dim 1
         b = tf.gather(y, i)[:tf.gather(rows, i), :tf.gather(lengths, i)]  # varies in both
-        if kind == "stacked":  # [3] against [L_i] where every L_i is 3
-            a, b = tf.gather(fixed, i), rl.rows(x, rows, i)[:, 0]
+        if kind != "ragged":  # [3] against [L_i] where every L_i is 3
+            a = tf.gather(fixed, i) if kind == "stacked" else fixed[0]
+            b = rl.rows(x, rows, i)[:, 0]
         return (tf.math.add_n([a, b]) + tf.raw_ops.TanhGrad(y=tf.tanh(b), dy=a)
                 + tf.raw_ops.SigmoidGrad(y=tf.sigmoid(a), dy=b))
 

@@ -91,8 +91,9 @@ def convert_equal_shapes(ctx):
     if len(ranks) != 1:
         return ctx.decline("operands of different ranks")
     axes = sorted({d for v in ctx.inputs if isinstance(v, Ragged) for d in v.ragged_axes})
-    inputs = [sized(ctx, v, [d for d in axes if not (isinstance(v, Ragged)
-                                                      and v.lengths[d] is not None)])
+    inputs = [v if isinstance(v, Ragged) and set(axes) <= set(v.ragged_axes)
+              else sized(ctx, v, [d for d in axes if not (isinstance(v, Ragged)
+                                                          and v.lengths[d] is not None)])
               for v in ctx.inputs]
     first = inputs[0]
     for v in inputs[1:]:
