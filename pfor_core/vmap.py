@@ -40,12 +40,14 @@ def _move_axis(tensor, source: int, dest: int, name: str = "in_axes"):
     return tf.transpose(tensor, perm)
 
 
-def _broadcast_axes(axes, structure, name, path=""):
-    """Expand an axis spec to the structure of ``structure``: an int or None applies to
-    every leaf below it; a tuple or list matches a sequence entry by entry, a dict
-    matches a dict key by key."""
+def _flat_axes(axes, structure, name, path="") -> list:
+    """One axis per leaf of ``structure`` (in ``tf.nest.flatten`` order), from an axis
+    spec that matches it as a prefix, as JAX's do: an int or None applies to every leaf
+    below it; a tuple or list matches a tuple or list (either kind) entry by entry, a
+    dict matches a dict key by key. Flat, so the spec's container types never have to
+    equal the structure's."""
     if axes is None or (isinstance(axes, int) and not isinstance(axes, bool)):
-        return tf.nest.map_structure(lambda _: axes, structure)
+        return [axes] * len(tf.nest.flatten(structure))
     where = f"{name}{path}"
     shape = tf.nest.map_structure(lambda _: ".", structure)
     if isinstance(axes, collections.abc.Mapping):
@@ -56,15 +58,30 @@ def _broadcast_axes(axes, structure, name, path=""):
             raise ValueError(f"{where} has keys {sorted(axes, key=str)} but the dict it "
                              f"maps has keys {sorted(structure, key=str)}: give one entry "
                              "per key.")
-        return {k: _broadcast_axes(axes[k], structure[k], name, f"{path}[{k!r}]")
-                for k in structure}
+        keys = sorted(structure)  # tf.nest flattens a dict in sorted key order
+        return [ax for k in keys
+                for ax in _flat_axes(axes[k], structure[k], name, f"{path}[{k!r}]")]
     if isinstance(axes, (list, tuple)):
         if isinstance(structure, (list, tuple)) and len(axes) == len(structure):
-            return [_broadcast_axes(a, s, name, f"{path}[{k}]")
-                    for k, (a, s) in enumerate(zip(axes, structure))]
+            return [ax for k, (a, s) in enumerate(zip(axes, structure))
+                    for ax in _flat_axes(a, s, name, f"{path}[{k}]")]
         raise ValueError(f"{where}={axes!r} does not match the structure of the "
-                         f"arguments {shape}: give one entry per element.")
+                         f"{'outputs' if name == 'out_axes' else 'arguments'} {shape}: "
+                         "give one entry per element.")
     raise TypeError(f"{name} entries must be ints or None, got {axes!r} at {where}.")
+
+
+def _move_outputs(out, out_axes):
+    """Each output's mapped axis (0) moved to its ``out_axes`` entry."""
+    flat, axes = tf.nest.flatten(out), _flat_axes(out_axes, out, "out_axes")
+    moved = []
+    for k, (t, ax) in enumerate(zip(flat, axes)):
+        if t is not None and ax is None:
+            raise ValueError(f"out_axes gives None for output {k}: every output of a "
+                             "vmapped function has the mapped axis; give the axis where "
+                             "it goes (an int).")
+        moved.append(t if t is None else _move_axis(t, 0, ax, "out_axes"))
+    return tf.nest.pack_sequence_as(out, moved)
 
 
 class _Vmapped:
@@ -93,10 +110,9 @@ class _Vmapped:
 
     def _run(self, *args):
         self.trace_count += 1
-        axes = _broadcast_axes(self._in_axes if not isinstance(self._in_axes, list)
-                               else tuple(self._in_axes), args, "in_axes")
         paths = nest.flatten_with_tuple_paths(args)
-        flat_args, flat_axes = [a for _, a in paths], tf.nest.flatten(axes)
+        flat_args = [a for _, a in paths]
+        flat_axes = _flat_axes(self._in_axes, args, "in_axes")
         mapped = [_move_axis(a, ax, 0) if ax is not None else a
                   for a, ax in zip(flat_args, flat_axes)]
         if not any(ax is not None for ax in flat_axes):
@@ -110,10 +126,7 @@ class _Vmapped:
             row = [tf.gather(m, i) if ax is not None else m for m, ax in zip(mapped, flat_axes)]
             return self._fn(*tf.nest.pack_sequence_as(args, row))
 
-        out = api.build(loop_fn, n, self._options)
-        out_axes = _broadcast_axes(self._out_axes, out, "out_axes")
-        return tf.nest.map_structure(lambda t, ax: _move_axis(t, 0, ax, "out_axes"), out,
-                                     out_axes)
+        return _move_outputs(api.build(loop_fn, n, self._options), self._out_axes)
 
 
 def vmap(fn, in_axes=0, out_axes=0, *, fallback="warn", chunk_size=None, memory_budget=None,
