@@ -40,14 +40,15 @@ def test_a_converter_declines_by_returning_or_raising_decline(registered, how):
             raise decline
         return decline
 
-    # No first-party pack converts L2Loss: the reason reaches the error.
-    registered("L2Loss", decline_today)
-    l2_loss = lambda i: tf.nn.l2_loss(tf.gather(X, i))  # noqa: E731
+    # No first-party pack converts FakeQuantWithMinMaxArgs: the reason reaches the error.
+    registered("FakeQuantWithMinMaxArgs", decline_today)
+    fake_quant = lambda i: tf.quantization.fake_quant_with_min_max_args(  # noqa: E731
+        tf.gather(X, i))
     with pytest.raises(pf.ConversionError, match="not today"):
-        pf.pfor(l2_loss, 4, fallback="error")
+        pf.pfor(fake_quant, 4, fallback="error")
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # declining is no converter fault
-        testing.assert_matches_loop(l2_loss, 4, fallback="loop")
+        testing.assert_matches_loop(fake_quant, 4, fallback="loop")
     # The next candidate (the math pack's converter) takes an op that one declines.
     registered("Sinh", decline_today)
     testing.assert_matches_loop(_body, 4)

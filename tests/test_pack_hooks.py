@@ -69,21 +69,21 @@ def pack(tmp_path, monkeypatch):
         sys.modules.pop(module, None)
 
 
-def _l2_loss(i):
-    return tf.nn.l2_loss(tf.cast(i, tf.float32))  # no first-party converter
+def _fake_quant(i):  # no first-party converter
+    return tf.quantization.fake_quant_with_min_max_args(tf.cast(i, tf.float32))
 
 
 def test_a_refused_packs_hint_names_it_and_why(pack, monkeypatch):
     registry, _ = pack("dawsonpack", api=99,
-                       hints='return {"L2Loss": "pip install -U dawsonpack"}')
+                       hints='return {"FakeQuantWithMinMaxArgs": "pip install -U dawsonpack"}')
     assert {p.name: p.status for p in registry.packs}["dawsonpack"] == "refused"
     monkeypatch.setattr(plugins, "_DEFAULT", [registry])
     with pytest.raises(pf.ConversionError,
                        match=r"dawsonpack covers it, not loaded: refused: .*converter API 99"
                              r".*\(pip install -U dawsonpack\)"):
-        pf.pfor(_l2_loss, 3, fallback="error")
+        pf.pfor(_fake_quant, 3, fallback="error")
     with pytest.warns(pf.FallbackWarning, match="pip install -U dawsonpack"):
-        pf.pfor(_l2_loss, 3, fallback="warn")
+        pf.pfor(_fake_quant, 3, fallback="warn")
 
 
 def test_library_modules_are_kept_from_autograph_and_from_messages(pack, tmp_path):

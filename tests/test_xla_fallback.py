@@ -54,9 +54,11 @@ def test_fallback_ops_that_need_constants_compile(name):
 
 
 def test_gradients_through_the_fallback_under_xla():
-    """L2Loss (no converter) per iteration, differentiated outside pfor."""
+    """FakeQuantWithMinMaxArgs (no converter) per iteration, differentiated outside
+    pfor."""
     def loss(vi):
-        return tf.nn.l2_loss(tf.gather(vi * 2.0, [2, 0])) ** 2
+        quantized = tf.quantization.fake_quant_with_min_max_args(tf.gather(vi * 2.0, [2, 0]))
+        return tf.reduce_sum(quantized * vi[1]) ** 2
 
     def gradient(v, vectorized):
         with tf.GradientTape() as tape:
@@ -70,7 +72,7 @@ def test_gradients_through_the_fallback_under_xla():
 
     v = tf.random.stateless_normal([4, 3], seed=[1, 2])
     assert [r.op_type for r in pf.explain(lambda i: loss(tf.gather(v, i)), 4).fallbacks] == [
-        "L2Loss"]
+        "FakeQuantWithMinMaxArgs"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pf.FallbackWarning)
         got = tf.function(lambda v: gradient(v, True), jit_compile=True)(v)

@@ -1,12 +1,16 @@
-"""Cross-entropy ops and the public losses built on them, against the sequential loop."""
+"""Cross-entropy ops, L2Loss and the public losses built on them, against the
+sequential loop."""
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
+import pfor_core as pf
 from pfor_core import testing
+from pfor_core.testing import strategies
 
 DTYPES = st.sampled_from([np.float32, np.float64])
 
@@ -143,3 +147,39 @@ def test_per_example_loss_gradients(n, data):
         return [loss] + tape.gradient(loss, [wi, xi])
 
     testing.assert_matches_loop(loop_fn, n, graph=data.draw(st.booleans()))
+
+
+@given(data=st.data(), shape=strategies.shapes(max_rank=3),
+       dtype=strategies.dtypes("float16", "float32", "float64"))
+def test_l2_loss_stacked_and_ragged(data, shape, dtype):
+    """L2Loss (tf.nn.l2_loss: weight decay inside per-example losses) of a stacked or
+    ragged value of any rank, as the sequential loop gives it; no fallback."""
+    layouts = strategies.layouts(1, choices=strategies.WITH_RAGGED if shape else
+                                 strategies.LAYOUTS)
+    testing.check_inputs(data, tf.nn.l2_loss, [shape], dtype, layouts=layouts)
+
+
+@pytest.mark.parametrize("shape", [[], [3], [2, 0, 3]])
+def test_l2_loss_of_unknown_rank(shape):
+    x = tf.random.stateless_normal([4] + shape, seed=[3, shape.__len__()])
+    testing.check_op_unknown_shapes(tf.nn.l2_loss, [x], stacked=[True], n=4,
+                                    known_rank=False)
+
+
+def test_l2_loss_in_per_example_gradients():
+    """Weight decay inside each example's loss: per-example gradients match a loop of
+    tapes, with no fallback."""
+    w = tf.Variable(tf.random.stateless_normal([3, 2], seed=[1, 1]))
+    xs = tf.random.stateless_normal([5, 3], seed=[2, 2])
+
+    def loss(x):
+        return tf.reduce_sum(tf.tanh(tf.linalg.matvec(w, x, transpose_a=True))) + \
+            1e-2 * tf.nn.l2_loss(w * x[:, None])
+
+    got = pf.per_example_gradients(loss, [w], xs, fallback="error")[0]
+    want = []
+    for j in range(5):
+        with tf.GradientTape() as tape:
+            value = loss(xs[j])
+        want.append(tape.gradient(value, w))
+    testing.assert_allclose(got, tf.stack(want))

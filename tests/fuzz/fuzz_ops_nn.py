@@ -261,7 +261,9 @@ NN = [
     Op("fused_batch_norm", fused_batch_norm),
     Op("softmax_xent", softmax_xent), Op("sparse_xent", sparse_xent),
     Op("sigmoid_xent", sigmoid_xent), Op("in_top_k", in_top_k),
-    activation("l2_loss", "tf.nn.l2_loss({0})", converted=False),  # L2Loss: no converter
+    activation("l2_loss", "tf.nn.l2_loss({0})"),
+    activation("fake_quant", "tf.quantization.fake_quant_with_min_max_args({0})",
+               dtypes=(tf.float32,), converted=False),  # FakeQuantWithMinMaxArgs: no converter
     Op("lrn", lrn), Op("resize", resize),
     Op("space_to_depth", space_to_depth), Op("depth_to_space", depth_to_space),
 ]

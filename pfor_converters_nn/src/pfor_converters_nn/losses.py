@@ -1,4 +1,5 @@
-"""Softmax cross-entropy ops: the iteration axis is folded into the batch axis.
+"""Loss ops: softmax cross-entropy folds the iteration axis into the batch axis;
+L2Loss is a sum over every axis but the iteration axis.
 
 SoftmaxCrossEntropyWithLogits(features [b, c], labels [b, c]) and
 SparseSoftmaxCrossEntropyWithLogits(features [b, c], labels [b]) take one fixed-rank
@@ -8,13 +9,18 @@ one batch [n*b, ...], the op runs once, and its outputs (loss [n*b], backprop
 the iterations to line up row for row (the kernels broadcast only within their rank-2
 shapes). Dense labels may broadcast against features within an iteration ([1, c]
 against [b, c]); both are then broadcast to the common shape before folding.
+
+L2Loss (half the sum of squares of all elements, as weight decay writes it) reduces
+each iteration's value to a scalar: the stacked tensor is squared, halved and summed
+over all its axes but the first. A ragged value's padding is zero, so its padded
+tensor sums the same way.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, shapes
+from pfor_core.extend import Ragged, Stacked, shapes
 
 
 def _common_shape(tensors):
@@ -52,8 +58,27 @@ def _folded(ctx, tensors):
             Stacked(tensor=shapes.reshape(backprop, d))]
 
 
+def convert_l2_loss(ctx):
+    """L2Loss of a stacked or ragged input: one scalar per iteration."""
+    x = ctx.inputs[0]
+    t = x.padded if isinstance(x, Ragged) else x.tensor
+    halved = tf.square(t) * tf.constant(0.5, t.dtype)  # halved first, as the kernel does
+    rank = shapes.rank_of(x)
+    if isinstance(rank, int):
+        if rank == 0:  # no axis to sum (a Sum over no axes is not emitted: see reductions)
+            return Stacked(tensor=halved)
+        return Stacked(tensor=tf.reduce_sum(halved, list(range(1, rank + 1))))
+    # Rank known at run time only: one row of every iteration's elements (also for a
+    # scalar), so no Sum over a possibly empty list of axes.
+    dims = tf.shape(t)
+    rows = tf.reshape(halved, tf.stack([dims[0], tf.reduce_prod(dims[1:])]))
+    return Stacked(tensor=tf.reduce_sum(rows, 1))
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add("SoftmaxCrossEntropyWithLogits", convert_softmax_xent, inputs="**")
     registry.add("SparseSoftmaxCrossEntropyWithLogits", convert_sparse_softmax_xent,
                  inputs="**")
+    registry.add("L2Loss", convert_l2_loss, inputs="S")
+    registry.add("L2Loss", convert_l2_loss, inputs="R")
