@@ -112,8 +112,9 @@ class _Vmapped:
 
         out = api.build(loop_fn, n, self._options)
         out_axes = _broadcast_axes(self._out_axes, out, "out_axes")
-        return tf.nest.map_structure(lambda t, ax: _move_axis(t, 0, ax, "out_axes"), out,
-                                     out_axes)
+        return tf.nest.map_structure(  # a None output stays None, as in tf.vectorized_map
+            lambda t, ax: None if t is None else _move_axis(t, 0, ax, "out_axes"), out,
+            out_axes)
 
 
 def vmap(fn, in_axes=0, out_axes=0, *, fallback="warn", chunk_size=None, memory_budget=None,
