@@ -147,6 +147,10 @@ def test_composite_created_in_the_body_and_returned():
     assert_masked(pf.vectorized_map(masked_of, X, fallback="error"), reference.values,
                   reference.mask)
     assert_masked(pf.map_fn(masked_of, X, fallback="error"), values, mask)
+    assert_masked(pf.map_fn(masked_of, X, fn_output_signature=MaskedSpec([3]),
+                            fallback="error"), values, mask)
+    with pytest.raises(TypeError, match="does not match fn_output_signature's MaskedSpec"):
+        pf.map_fn(masked_of, X, fn_output_signature=MaskedSpec([2]))
     chunked = pf.pfor(loop_fn, 4, fallback="error", parallel_iterations=3)
     assert_masked(chunked, values, mask)
 
