@@ -269,9 +269,10 @@ def vectorized_map(fn, elems, *, fallback="warn", parallel_iterations=None,
     """Like ``tf.vectorized_map``: ``fn`` gets one row of every tensor in ``elems``.
 
     A tensor of one row is broadcast: every iteration gets that row. Extension types
-    are mapped field by field; ``fn`` may return them and SparseTensors. A
-    ``tf.RaggedTensor`` in ``elems`` gives each iteration its row; ``ragged_outputs``
-    is as for ``pf.pfor``.
+    are mapped field by field, other composite tensors of a batchable type spec by
+    their spec, a variable as its value; ``fn`` may return them, SparseTensors and
+    ``None``. A ``tf.RaggedTensor`` in ``elems`` gives each iteration its row;
+    ``ragged_outputs`` is as for ``pf.pfor``.
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf

@@ -3,17 +3,23 @@
 pfor converts dense tensors only, so a composite value that ``loop_fn`` returns, or
 that ``vectorized_map`` / ``map_fn`` map over, travels as its component tensors:
 
+- A composite tensor whose type spec is batchable (a ``BatchableTypeSpec``:
+  ``tf.experimental.BatchableExtensionType``, a TensorFlow Probability distribution,
+  or a user's ``tf.__internal__.CompositeTensor`` with such a spec) is taken apart and
+  rebuilt by its own type spec, as ``tf.vectorized_map`` does: returned, its tensor
+  list is stacked and rebuilt by the spec batched to the number of iterations; mapped
+  over, its batched tensor list gives rows, each iteration's value rebuilt by the
+  unbatched spec. Other composites are refused with a ``TypeError``.
 - ``tf.experimental.ExtensionType`` values whose fields are tensors (or nested such
-  types): each field is one component. A batchable type (``BatchableExtensionType``)
-  is batched and unbatched by its own type spec, as ``tf.vectorized_map`` does; a
-  plain one by stacking or slicing every field.
+  types): a plain (not batchable) one travels field by field, stacked or sliced.
 - ``tf.SparseTensor`` returned by the body: one SparseTensor with the iteration as a new
   first dimension (indices ``[n*nnz, 1 + rank]``, each dimension as large as the
   largest iteration's), as ``tf.vectorized_map`` builds it. Every iteration must hold
   the same number of values. Mapping over a SparseTensor is refused: its rows have
   different numbers of values.
 - ``tf.IndexedSlices`` become the dense tensor they stand for, as in
-  ``tf.vectorized_map``.
+  ``tf.vectorized_map``; so do ``tf.Variable`` values (read once, outside the loop, when
+  mapped over).
 - ``tf.RaggedTensor`` returned by the body: its flat values and row lengths, which
   differ in size between iterations (ragged values); rebuilt as a ``tf.RaggedTensor``
   with one more ragged dimension, row j being iteration j's value, as ``tf.map_fn``
@@ -82,6 +88,57 @@ def _refuse(leaf, path, what, *, mapped):
             "instead.")
 
 
+def _not_batchable(leaf, path, what, *, mapped) -> TypeError:
+    spec = type(leaf._type_spec).__name__  # pylint: disable=protected-access
+    verb = "maps over" if mapped else "supports"
+    return TypeError(
+        f"{what} a {type(leaf).__name__} at {path}, a composite tensor whose type spec "
+        f"{spec} is not batchable: pfor {verb} dense tensors, SparseTensors, "
+        "RaggedTensors, extension types and composite tensors whose type spec is a "
+        "BatchableTypeSpec (tf.experimental.BatchableExtensionType, or a "
+        "tf.__internal__.CompositeTensor whose spec subclasses BatchableTypeSpec).")
+
+
+def _stacked_by_spec(leaf, spec) -> Encoded:
+    """A returned composite as its spec's tensor list, rebuilt by the spec batched to
+    the number of iterations (the stacked components' leading size)."""
+    def rebuild(tensors):
+        n = tensors[0].shape[0] if tensors else None
+        return spec._batch(n)._from_compatible_tensor_list(tensors)  # pylint: disable=protected-access
+    return Encoded(spec._to_tensor_list(leaf), rebuild)  # pylint: disable=protected-access
+
+
+def _rows_by_spec(leaf, spec, path, what) -> Encoded:
+    """A mapped composite as its spec's batched tensor list; a row of each rebuilds one
+    iteration's value by the unbatched spec."""
+    try:
+        tensors = spec._to_batched_tensor_list(leaf)  # pylint: disable=protected-access
+        row_spec = spec._unbatch()  # pylint: disable=protected-access
+    except (TypeError, ValueError, NotImplementedError) as err:
+        raise TypeError(f"{what} a {type(leaf).__name__} at {path} whose type spec "
+                        f"cannot split it into rows to map over: {err}") from err
+    return Encoded(tensors, row_spec._from_compatible_tensor_list)  # pylint: disable=protected-access
+
+
+def _plain_extension_type(leaf) -> Encoded:
+    """A plain extension type, field by field."""
+    return Encoded(tf.nest.flatten(leaf, expand_composites=True),
+                   lambda ts: tf.nest.pack_sequence_as(leaf, ts, expand_composites=True))
+
+
+def _composite(leaf, path, what, *, mapped) -> Encoded:
+    """An extension type or another composite, by its type spec where that is
+    batchable (as ``tf.vectorized_map`` does), a plain extension type field by field."""
+    if isinstance(leaf, tf.experimental.ExtensionType):
+        _check_fields(leaf, path, what)
+    spec = _batchable(leaf)
+    if spec is not None:
+        return _rows_by_spec(leaf, spec, path, what) if mapped else _stacked_by_spec(leaf, spec)
+    if isinstance(leaf, tf.experimental.ExtensionType):
+        return _plain_extension_type(leaf)
+    raise _not_batchable(leaf, path, what, mapped=mapped)
+
+
 def encode_output(leaf, path, what="loop_fn returned") -> Encoded:
     """One value a loop body returned, as per-iteration dense tensors; ``rebuild``
     takes their stacked forms."""
@@ -91,20 +148,10 @@ def encode_output(leaf, path, what="loop_fn returned") -> Encoded:
                        ragged=True)
     if isinstance(leaf, tf.SparseTensor):
         return Encoded([leaf.indices, leaf.values, leaf.dense_shape], _stacked_sparse)
-    if isinstance(leaf, tf.experimental.ExtensionType):
-        _check_fields(leaf, path, what)
-        spec = _batchable(leaf)
-        if spec is not None:
-            tensors = spec._to_tensor_list(leaf)  # pylint: disable=protected-access
-            return Encoded(tensors, lambda ts: spec._batch(  # pylint: disable=protected-access
-                ts[0].shape[0] if ts else None)._from_compatible_tensor_list(ts))
-        return Encoded(tf.nest.flatten(leaf, expand_composites=True),
-                       lambda ts: tf.nest.pack_sequence_as(leaf, ts, expand_composites=True))
-    if isinstance(leaf, tf.__internal__.CompositeTensor) and not isinstance(
-            leaf, tf.IndexedSlices):
-        raise TypeError(f"{what} a {type(leaf).__name__} at {path}: pfor supports dense "
-                        "tensors, SparseTensors and extension types only.")
-    return Encoded([leaf], lambda ts: ts[0])
+    if isinstance(leaf, (tf.IndexedSlices, tf.Variable)) or not isinstance(
+            leaf, tf.__internal__.CompositeTensor):  # as it is: the caller makes it dense
+        return Encoded([leaf], lambda ts: ts[0])
+    return _composite(leaf, path, what, mapped=False)
 
 
 def _stacked_sparse(tensors):
@@ -138,18 +185,7 @@ def encode_mapped(leaf, path, what="elems holds") -> Encoded:
     _refuse(leaf, path, what, mapped=True)
     if isinstance(leaf, tf.RaggedTensor):  # kept whole: the body reads its rows
         return Encoded([leaf], lambda ts: ts[0], path=path)
-    if isinstance(leaf, tf.experimental.ExtensionType):
-        _check_fields(leaf, path, what)
-        spec = _batchable(leaf)
-        if spec is not None:
-            tensors = spec._to_batched_tensor_list(leaf)  # pylint: disable=protected-access
-            row_spec = spec._unbatch()  # pylint: disable=protected-access
-            return Encoded(tensors, row_spec._from_compatible_tensor_list)  # pylint: disable=protected-access
-        return Encoded(tf.nest.flatten(leaf, expand_composites=True),
-                       lambda ts: tf.nest.pack_sequence_as(leaf, ts, expand_composites=True))
-    if isinstance(leaf, tf.IndexedSlices):
+    if isinstance(leaf, (tf.IndexedSlices, tf.Variable)) or not isinstance(
+            leaf, tf.__internal__.CompositeTensor):  # a variable is read once, here
         return Encoded([_dense(leaf, path, what)], lambda ts: ts[0])
-    if isinstance(leaf, tf.__internal__.CompositeTensor):
-        raise TypeError(f"{what} a {type(leaf).__name__} at {path}: pfor maps over "
-                        "dense tensors and extension types only.")
-    return Encoded([_dense(leaf, path, what)], lambda ts: ts[0])
+    return _composite(leaf, path, what, mapped=True)

@@ -53,12 +53,13 @@ class TracedBody:
 
 
 def _encode(leaf, path) -> composites.Encoded:
-    """A returned leaf as the dense tensors pfor stacks (several for a composite)."""
-    if isinstance(leaf, (tf.__internal__.CompositeTensor, tf.SparseTensor, tf.RaggedTensor)):
-        encoded = composites.encode_output(leaf, path)
-        return composites.Encoded([_to_tensor(t, path) for t in encoded.tensors],
-                                  encoded.rebuild, ragged=encoded.ragged, path=path)
-    return composites.Encoded([_to_tensor(leaf, path)], lambda ts: ts[0], path=path)
+    """A returned leaf as the dense tensors pfor stacks (several for a composite, none
+    for ``None``, which comes back as ``None``, as from ``tf.vectorized_map``)."""
+    if leaf is None:
+        return composites.Encoded([], lambda ts: None, path=path)
+    encoded = composites.encode_output(leaf, path)
+    return composites.Encoded([_to_tensor(t, path) for t in encoded.tensors],
+                              encoded.rebuild, ragged=encoded.ragged, path=path)
 
 
 def _to_tensor(leaf, path):
@@ -66,16 +67,22 @@ def _to_tensor(leaf, path):
         return leaf
     if isinstance(leaf, tf.Variable):
         return leaf.read_value()
-    if leaf is None or isinstance(leaf, (str, bytes)) or callable(leaf):
-        raise TypeError(
-            f"loop_fn returned {type(leaf).__name__} at {path}; loop_fn must return a "
-            "tensor or a nested structure (tuple, list, dict) of tensors.")
+    if isinstance(leaf, (str, bytes)) or callable(leaf):
+        raise TypeError(_not_a_tensor(leaf, path))
     try:
         return tf.convert_to_tensor(leaf)
     except (TypeError, ValueError) as err:
-        raise TypeError(
-            f"loop_fn returned {type(leaf).__name__} at {path}, which is not a tensor; "
-            "loop_fn must return a tensor or a nested structure of tensors.") from err
+        raise TypeError(_not_a_tensor(leaf, path)) from err
+
+
+def _not_a_tensor(leaf, path) -> str:
+    # TensorFlow Probability recognizes a body's non-tensor result by TensorFlow's own
+    # phrase ("Failed to convert elements") to give its advice: the text keeps it.
+    return (f"loop_fn returned {type(leaf).__name__} at {path}, which is not a tensor "
+            f"(Failed to convert elements of {type(leaf).__name__} to Tensor); loop_fn "
+            "must return tensors, composite tensors with a batchable type spec "
+            "(extension types, SparseTensors, RaggedTensors, ...) or None, alone or in "
+            "a nested structure (tuple, list, dict).")
 
 
 def trace_body(loop_fn, *, name: str = "pfor_body") -> TracedBody:

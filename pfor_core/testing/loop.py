@@ -52,12 +52,14 @@ class RaggedArg:
 
 def sequential(loop_fn, iters: int):
     """The reference: ``loop_fn(i)`` run eagerly for each i, stacked (as a
-    ``tf.RaggedTensor`` where the rows differ in shape)."""
+    ``tf.RaggedTensor`` where the rows differ in shape); a ``None`` it returns stays
+    ``None``, as pfor gives it."""
     rows = [loop_fn(tf.constant(i, tf.int32)) for i in range(iters)]
     if not rows:
         return None
-    return tf.nest.map_structure(lambda *xs: _stack_rows([tf.convert_to_tensor(x) for x in xs]),
-                                 *rows)
+    return tf.nest.map_structure(
+        lambda *xs: None if xs[0] is None else _stack_rows([tf.convert_to_tensor(x)
+                                                            for x in xs]), *rows)
 
 
 def _stack_rows(rows):
@@ -183,10 +185,15 @@ def assert_same_results(got, expected, *, rtol=None, atol=None, where=""):
     """Compare pfor's result with ``sequential``'s (None: no iteration ran)."""
     if expected is None:
         for leaf in tf.nest.flatten(got):
+            if leaf is None:
+                continue
             assert leaf.shape[0] == 0, f"iters=0 gave leading dimension {leaf.shape[0]}{where}"
         return
     tf.nest.assert_same_structure(got, expected)
     for k, (a, e) in enumerate(zip(tf.nest.flatten(got), tf.nest.flatten(expected))):
+        if a is None or e is None:
+            assert a is e, f"output {k}{where}: {a!r:.100} where the loop gives {e!r:.100}"
+            continue
         assert_allclose(a, e, rtol=rtol, atol=atol, what=f"output {k}{where}")
 
 
