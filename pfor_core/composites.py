@@ -35,6 +35,8 @@ from typing import Callable
 import tensorflow as tf
 from tensorflow.python.framework import type_spec as type_spec_module
 
+from pfor_core import eager_values
+
 
 @dataclasses.dataclass(frozen=True)
 class Encoded:
@@ -54,6 +56,8 @@ class Encoded:
 
 
 def _dense(leaf, path, what):
+    # An eager value while a v1 graph is built: a constant of it, or a clear error.
+    leaf = eager_values.graph_value(leaf, f"{path} is")
     try:
         return tf.convert_to_tensor(leaf)
     except (TypeError, ValueError) as err:

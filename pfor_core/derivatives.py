@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core import api, autograph, checks, forward, staging
+from pfor_core import api, autograph, checks, eager_values, forward, staging
 from pfor_core.errors import ConversionError
 
 _ZERO = tf.UnconnectedGradients.ZERO
@@ -22,12 +22,20 @@ def _in_graph(fn, *args, jit_compile=False):
     """Run ``fn(*args)`` in a graph: directly when already building one, else in a
     ``tf.function`` traced for this call (``args`` become its graph inputs, so a tape
     inside can watch them). With ``jit_compile`` the graph is its own function compiled
-    by XLA, also inside a graph being built (that part alone is compiled)."""
-    if jit_compile:
-        function = staging.graph_function(fn, jit_compile=True)
-        return _compiled_call(function, args) if tf.executing_eagerly() else function(*args)
+    by XLA, also inside a graph being built (that part alone is compiled).
+
+    ``args`` is ``x`` where there are any: in a ``tf.compat.v1`` graph, its eager
+    tensors become constants and an eager variable is a clear error (eager_values.py),
+    as is TensorFlow's refusal of an eager value that ``f`` itself uses."""
     if not tf.executing_eagerly():
-        return fn(*args)
+        args = [tf.nest.map_structure(lambda v: eager_values.graph_value(v, "x holds"), a)
+                for a in args]
+        with eager_values.refused_as("f"):
+            if jit_compile:
+                return staging.graph_function(fn, jit_compile=True)(*args)
+            return fn(*args)
+    if jit_compile:
+        return _compiled_call(staging.graph_function(fn, jit_compile=True), args)
     return staging.call(staging.graph_function(fn), *args)
 
 

@@ -16,7 +16,7 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework import ops
 
-from pfor_core import collectives, composites
+from pfor_core import collectives, composites, eager_values
 
 _names = itertools.count()
 
@@ -115,26 +115,30 @@ def _in_graph_captures(graph):
     variable's handle directly (an ``EagerTensor``, which has no ``.op`` or ``.graph``
     and which converters cannot treat like the graph tensors they are given): the
     caller's function graph captures it too, so converters see its placeholder. A
-    ``tf.compat.v1`` graph cannot hold eager values at all, as TensorFlow's own ops
-    say ("Attempting to capture an EagerTensor without building a function"): that is
-    a clear error here, before anything is converted.
+    ``tf.compat.v1`` graph cannot capture eager values: there an eager tensor becomes a
+    constant of its value and an eager variable is a clear error (eager_values.py).
     """
     outer = ops.get_default_graph()
+    variables = {id(v.handle): v for v in graph.variables
+                 if isinstance(getattr(v, "handle", None), ops.EagerTensor)}
     captures = []
     for external, internal in graph.captures:
         if isinstance(external, ops.EagerTensor):
-            if not outer.building_function:
-                kind = ("the handle of a variable" if external.dtype == tf.resource
-                        else f"a tensor of shape {external.shape}")
-                raise ValueError(
-                    f"pfor: loop_fn uses {kind} created eagerly, outside the "
-                    "tf.compat.v1 graph being built; a graph cannot hold eager values "
-                    "(TensorFlow's own ops fail the same way: 'Attempting to capture an "
-                    "EagerTensor without building a function'). Create it inside the "
-                    "graph, e.g. under `with graph.as_default():`.")
-            external = outer.capture(external)
+            if outer.building_function:
+                external = outer.capture(external)
+            else:
+                external = eager_values.graph_value(
+                    external, _user_of(internal), variable=variables.get(id(external)))
         captures.append((external, internal))
     return captures
+
+
+def _user_of(internal) -> str:
+    """Who in the body uses a capture, for messages: "loop_fn uses" and, where it is
+    known, the body op that reads it (locating it in a model whose variables have no
+    telling names)."""
+    users = internal.consumers()
+    return f"loop_fn (its op '{users[0].name}') uses" if users else "loop_fn uses"
 
 
 def _paths(structure):

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tensorflow.python.util import nest
 
-from pfor_core import api, checks, staging
+from pfor_core import api, checks, eager_values, staging
 from pfor_core import mapped as mapped_args
 from pfor_core import autograph
 
@@ -102,6 +102,16 @@ class _Vmapped:
     def __call__(self, *args):
         if not args:
             raise ValueError("a vmapped function needs at least one argument to map over")
+        if eager_values.building_v1_graph():
+            # A v1 graph holds no eager value: eager arguments become constants, and an
+            # eager variable (given or used by fn) is a clear error (eager_values.py).
+            args = tuple(tf.nest.map_structure(
+                lambda a: eager_values.graph_value(a, "args holds"), args))
+            with eager_values.refused_as("fn"):
+                return self._call(args)
+        return self._call(args)
+
+    def _call(self, args):
         if not all(isinstance(a, tf.Tensor) for a in args):  # fast path: plain tensors
             args = tuple(tf.nest.map_structure(
                 lambda a: a if isinstance(a, (tf.Tensor, tf.RaggedTensor))

@@ -345,7 +345,7 @@ def test_v1_graph_with_a_resource_variable_in_strict_mode():
 def test_v1_graph_using_an_eager_variable_is_a_clear_error():
     variable = tf.Variable(tf.ones([4]))
     with tf.compat.v1.Graph().as_default():
-        with pytest.raises(ValueError, match="created eagerly.*Create it inside the graph"):
+        with pytest.raises(ValueError, match="created eagerly.*Create the variables inside the graph"):
             pf.pfor(lambda i: variable * tf.cast(i, tf.float32), 3)
 
 
