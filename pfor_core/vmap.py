@@ -80,7 +80,14 @@ def _move_outputs(out, out_axes):
             raise ValueError(f"out_axes gives None for output {k}: every output of a "
                              "vmapped function has the mapped axis; give the axis where "
                              "it goes (an int).")
-        moved.append(t if t is None else _move_axis(t, 0, ax, "out_axes"))
+        if t is None or (ax == 0 and not isinstance(t, tf.Tensor)):
+            moved.append(t)  # None, or a composite (a distribution, ...) left as it is
+            continue
+        if not isinstance(t, (tf.Tensor, tf.RaggedTensor)):
+            raise ValueError(f"out_axes gives {ax} for output {k}, a "
+                             f"{type(t).__name__}: only tensors move their mapped axis; "
+                             "give 0 for it.")
+        moved.append(_move_axis(t, 0, ax, "out_axes"))
     return tf.nest.pack_sequence_as(out, moved)
 
 

@@ -99,3 +99,18 @@ def test_out_axes_that_do_not_fit_the_outputs_name_out_axes(out_axes, match):
     g = pf.vmap(_pair, in_axes=((0, 1), None), out_axes=out_axes, fallback="error")
     with pytest.raises((ValueError, TypeError), match=match):
         g((A, B), C)
+
+
+def test_composite_and_none_outputs_keep_axis_0():
+    """A composite output (here a SparseTensor) and a None leaf pass through; a
+    composite cannot move its mapped axis, which is an error naming out_axes."""
+    def f(a):
+        sparse = tf.SparseTensor(tf.constant([[0], [1]], tf.int64), a * 2.0, [2])
+        return (sparse, None, a + 1.0)
+
+    got = pf.vmap(f, out_axes=(0, 0, 1), fallback="error")(A)
+    np.testing.assert_allclose(tf.sparse.to_dense(got[0]).numpy(), A.numpy() * 2.0)
+    assert got[1] is None
+    np.testing.assert_allclose(got[2].numpy(), tf.transpose(A).numpy() + 1.0)
+    with pytest.raises(ValueError, match="out_axes gives 1 for output 0, a SparseTensor"):
+        pf.vmap(f, out_axes=1, fallback="error")(A)
