@@ -74,3 +74,17 @@ def test_jit_scope(request, clustering, masked, lengths):
     with mock.patch.object(masking, "pays", lambda loop: masked):
         got = _compiled(lengths, False)
     testing.assert_same_results(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_array_of_dynamic_size_is_a_clear_error_under_jit_compile():
+    """Each row's list would grow to its own length, a resize XLA cannot compile."""
+    def body(i):
+        n = tf.gather(tf.constant([2, 0, 3]), i)
+        grown = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[WIDTH])
+        grown = tf.while_loop(lambda t, a: t < n, lambda t, a: (t + 1, a.write(t, X[i, t])),
+                              (0, grown))[1]
+        return grown.stack()
+
+    compiled = tf.function(lambda: pf.pfor(body, N, fallback="error"), jit_compile=True)
+    with pytest.raises(pf.ConversionError, match="TensorArray of dynamic size.*jit_compile"):
+        compiled()

@@ -436,8 +436,16 @@ def run_masked(loop, parallel, uniform=False):
 
 
 def masked_lists_refused(loop):
-    """Why the masked loop cannot count the items of a list the body pushes to, or None."""
-    for k in _Kinds(loop).lists:
+    """Why the masked loop cannot count the items of a list the body pushes to, or
+    (under XLA) grow a list the body writes past the end of, or None."""
+    kinds = _Kinds(loop)
+    for k in kinds.lists:
+        if loop.ctx.compiled and kinds.change[k] == "writes":
+            # (each row's list grows to its own length: a resize, which XLA cannot
+            # compile; TensorFlow's own loop drops such writes under XLA)
+            return ("under XLA, a TensorArray of dynamic size (a tensor list the body "
+                    "writes past its end) in a loop with per-iteration trip counts; give "
+                    "it a fixed size that covers every write, or run without jit_compile")
         if pushed_by(loop.body, k) is None:
             continue
         if pushes_per_step(loop.body, k) is None:
