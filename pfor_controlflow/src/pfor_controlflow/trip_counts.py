@@ -260,15 +260,13 @@ def run_subset(loop, parallel):
              for k in kinds.rows + kinds.changing}
     ids, *values = finished.finish(
         arrays, [bases[k] for k in kinds.rows + kinds.changing] + [None for _ in kinds.lists])
-    # The rows that never ran keep their start; the others take their final values.
-    # (Disjoint positions: DynamicStitch's gradient would reach the start of a row
-    # whose start a later entry overwrote.)
-    ran = tf.scatter_nd(ids[:, None], tf.ones_like(ids),
-                        tf.reshape(tf.cast(ctx.n, tf.int32), [1]))
-    idle = tf.cast(tf.where(tf.equal(ran, 0))[:, 0], tf.int32)
-
+    # The rows that never ran keep their start; the others take their final values,
+    # written over it by a scatter: its positions are run-time values, under XLA's
+    # auto-clustering too (DynamicStitch needs them when compiling, which a cluster
+    # holding the loop's tf.where cannot give), and its gradient reaches no start
+    # that a final value replaced.
     def stitch(base, pieces, shape):
-        out = tf.dynamic_stitch([idle, ids], [tf.gather(base, idle), pieces])
+        out = tf.tensor_scatter_nd_update(base, ids[:, None], pieces)
         out.set_shape(ctx.stacked_shape(shape))
         return out
 
@@ -438,8 +436,16 @@ def run_masked(loop, parallel, uniform=False):
 
 
 def masked_lists_refused(loop):
-    """Why the masked loop cannot count the items of a list the body pushes to, or None."""
-    for k in _Kinds(loop).lists:
+    """Why the masked loop cannot count the items of a list the body pushes to, or
+    (under XLA) grow a list the body writes past the end of, or None."""
+    kinds = _Kinds(loop)
+    for k in kinds.lists:
+        if loop.ctx.compiled and kinds.change[k] == "writes":
+            # (each row's list grows to its own length: a resize, which XLA cannot
+            # compile; TensorFlow's own loop drops such writes under XLA)
+            return ("under XLA, a TensorArray of dynamic size (a tensor list the body "
+                    "writes past its end) in a loop with per-iteration trip counts; give "
+                    "it a fixed size that covers every write, or run without jit_compile")
         if pushed_by(loop.body, k) is None:
             continue
         if pushes_per_step(loop.body, k) is None:
