@@ -117,6 +117,15 @@ def usually_uniform(op) -> str:
             "its axis (pad the sliced tensor) so that all iterations have one shape.")
 
 
+def rank_differs(tensor) -> str:
+    """The run-time message when values of no static rank reach a body tensor whose
+    static rank (set by hand) they do not have."""
+    op = tensor.op
+    return (f"pfor: {op.type} '{op.name}'{_where(op)} has values of a rank other than "
+            f"its static rank {tensor.shape.rank} in some iterations: make every "
+            "iteration's value the same rank.")
+
+
 def conversion_error(op, layouts, reasons, faults=()) -> str:
     broken = "".join(f" Converter {converter_label(entry)} {what}." for entry, what, _ in faults)
     why = f" Converters declined: {'; '.join(reasons)}." if reasons else (
