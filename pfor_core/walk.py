@@ -286,10 +286,14 @@ class Conversion:
         if not entries:
             return None
         forms = uniform_or_loop.forms(op)
-        unranked = any(isinstance(v, Unranked) for v in ragged)
-        reasons.append(f"its inputs' {'ranks are unknown and their ' if unranked else ''}"
-                       f"shapes {'may ' if unranked else ''}differ between iterations: "
-                       "converted when they agree at run time, else this loop")
+        if any(isinstance(v, Unranked) for v in ragged):
+            reasons.append("its inputs' ranks are unknown (a tf.numpy_function's or "
+                           "tf.py_function's output without set_shape?) and their shapes "
+                           "may differ between iterations: converted when they agree at "
+                           "run time, else this loop")
+        else:
+            reasons.append("its inputs' shapes differ between iterations: converted when "
+                           "they agree at run time, else this loop")
 
         def converted():
             # (Inside the branch: an unranked value's stacked form holds only there.)
