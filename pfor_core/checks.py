@@ -178,7 +178,7 @@ def run_eagerly(fn):
 # start to its end: raised as a ValueError of that text.
 _BODY_MESSAGES = (
     ("pfor: loop_fn returned", "(pad to a fixed size)."),
-    ("pfor: loop_fn returned", "along every dimension that varies."),
+    ("pfor: loop_fn returned", "(e.g. y.set_shape([None, None]))."),
     ("pfor: ", "make every iteration's value the same rank."),
 )
 

@@ -14,10 +14,11 @@ differently; the rows are rebuilt once all chunks are done. One of unknown rank 
 as its elements, its rows' shapes one after the other and their ranks.
 
 A value of unknown rank whose shape may differ between iterations (``Unranked``: from
-a fallback's ``tf.numpy_function`` without ``set_shape``) becomes a ``tf.RaggedTensor``
-ragged along its first dimension only (a ragged rank must be static): the iterations
-must have one rank and one size of every later dimension, else a clear error asks to
-give the value its rank.
+a fallback's ``tf.numpy_function`` without ``set_shape``) is stacked when it has one
+shape in every iteration, also with ``ragged_outputs=True`` (as ``Dataset.ragged_batch``
+batches such values): a ragged rank must be known when the graph is built, so values
+of different shapes are an error asking to give them a rank. Only as a component of a
+returned ``tf.RaggedTensor`` is it made ragged along its first dimension.
 """
 
 from __future__ import annotations
@@ -39,23 +40,36 @@ def differ_message(name: str) -> str:
 
 
 def unranked_message(name: str) -> str:
-    """The error for an output of unknown rank that cannot be ragged along its first
-    dimension only."""
+    """The error for an output of unknown rank whose shape differs between iterations."""
+    return (f"pfor: loop_fn returned values of different shapes in different iterations "
+            f"at {name}, of unknown rank (a tf.numpy_function's or tf.py_function's output "
+            "without set_shape?): a tf.RaggedTensor of them needs their rank: give it "
+            "with set_shape or tf.ensure_shape (e.g. y.set_shape([None, 2])) and pass "
+            "ragged_outputs=True, or make every iteration return the same shape (pad to "
+            "a fixed size).")
+
+
+def component_message(name: str) -> str:
+    """The error for a component of unknown rank of a returned ``tf.RaggedTensor``
+    that cannot be ragged along its first dimension only."""
     return (f"pfor: loop_fn returned values of unknown rank at {name} whose ranks or "
-            "sizes after the first dimension differ between iterations (or that are "
-            "scalars): a tf.RaggedTensor of them needs their rank: give it with set_shape "
-            "or tf.ensure_shape (e.g. y.set_shape([None, None])), and pfor makes them "
-            "ragged along every dimension that varies.")
+            "sizes after the first dimension differ between iterations: give them a "
+            "rank with set_shape or tf.ensure_shape (e.g. y.set_shape([None, None])).")
 
 
-def _ragged_or_uniform(value, name: str, ragged_wanted: bool):
-    """A ragged or unranked value as a ``tf.RaggedTensor`` (``ragged_wanted``), else
-    as a stacked tensor checked to have one shape in every iteration."""
-    if not ragged_wanted:
-        return value.uniform(differ_message(name)).tensor
+def _ragged_or_uniform(value, name: str, ragged_outputs: bool, component: bool):
+    """A ragged or unranked value as a ``tf.RaggedTensor`` where wanted, else as a
+    stacked tensor checked to have one shape in every iteration. An unranked one is a
+    ``tf.RaggedTensor`` only as a ``component`` of a returned one: ``ragged_outputs``
+    keeps it dense where its shape is one (as ``Dataset.ragged_batch`` does), since
+    a ragged rank must be known when the graph is built."""
     if isinstance(value, Unranked):
-        return value.to_ragged_tensor(unranked_message(name))
-    return value.to_ragged_tensor()
+        if component:
+            return value.to_ragged_tensor(component_message(name))
+        return value.uniform(unranked_message(name)).tensor
+    if ragged_outputs or component:
+        return value.to_ragged_tensor()
+    return value.uniform(differ_message(name)).tensor
 
 
 def finish(conversion, layouts, body, ragged_outputs: bool) -> list:
@@ -64,7 +78,7 @@ def finish(conversion, layouts, body, ragged_outputs: bool) -> list:
     outs = []
     for k, (value, original) in enumerate(zip(layouts, body.outputs)):
         if isinstance(value, (Ragged, Unranked)):
-            t = _ragged_or_uniform(value, body.names[k], ragged_outputs or body.ragged[k])
+            t = _ragged_or_uniform(value, body.names[k], ragged_outputs, body.ragged[k])
             if isinstance(t, tf.RaggedTensor):
                 outs.append(t)
                 continue
@@ -176,7 +190,7 @@ def gather_chunks(arrays, chunks, n_static, body, found: dict, ragged_outputs: b
             continue
         if len(group) == 3:
             outs.append(_unranked_chunks(group, chunks, extra, body.names[k],
-                                         ragged_outputs or body.ragged[k]))
+                                         ragged_outputs, body.ragged[k]))
             continue
         flat = tf.cond(chunks > 0, group[0].concat, lambda: tf.zeros([0], original.dtype))
         shapes = tf.cond(chunks > 0, group[1].concat,
@@ -191,13 +205,13 @@ def gather_chunks(arrays, chunks, n_static, body, found: dict, ragged_outputs: b
     return outs
 
 
-def _unranked_chunks(group, chunks, extra, name, ragged_wanted):
+def _unranked_chunks(group, chunks, extra, name, ragged_outputs, component):
     """An output of unknown rank from all chunks' elements, shapes and ranks."""
     parts = [tf.cond(chunks > 0, array.concat, lambda a=array: tf.zeros([0], a.dtype))
              for array in group]
     if extra is not None:
         parts = [tf.concat([p, e], 0) for p, e in zip(parts, extra)]
-    return _ragged_or_uniform(Unranked.of(*parts), name, ragged_wanted)
+    return _ragged_or_uniform(Unranked.of(*parts), name, ragged_outputs, component)
 
 
 def _concat_chunks(array, chunks, original, chunk_static):

@@ -8,12 +8,15 @@ shape at run time, else runs in the fallback loop too. So pfor gives the Python 
 values wherever that loop could give them:
 
 - consumed by ops that make values of one shape (a reduction), whatever the shapes;
-- returned with ``ragged_outputs=True``: a ``tf.RaggedTensor`` ragged along the first
-  dimension (a ragged rank must be static), when the iterations agree in rank and in
-  every later dimension; else a clear error asks for the value's rank;
-- returned with ``ragged_outputs=False``: the values of one shape are stacked; values of
-  different shapes (or ranks) are the "values of different shapes" error, which no loop
-  could stack either.
+- consumed by ops that give them a rank (``tf.ensure_shape``, ``tf.reshape``, an
+  identity with ``set_shape``): ragged values as usual, returned as a
+  ``tf.RaggedTensor`` with ``ragged_outputs=True``;
+- returned as they are: stacked when they have one shape in every iteration (with
+  ``ragged_outputs`` too, as ``Dataset.ragged_batch`` batches such values); of different
+  shapes (or ranks), the "values of different shapes" error, which asks for their rank:
+  a ``tf.RaggedTensor`` needs one when the graph is built, and no loop could stack
+  them without it either;
+- as a component of a returned ``tf.RaggedTensor``: ragged along their first dimension.
 
 Iterations whose ranks differ are fine as long as only the fallback loop reads them
 (``tf.reduce_sum`` of each); returned, they are one of the errors above.
@@ -138,70 +141,28 @@ def test_inside_an_outer_pfor():
 
 
 # -- returned ------------------------------------------------------------------------
+def per_row_pairs(i):
+    """More ops on the values of unknown rank, the last of which gives them a rank."""
+    y = tf.nn.relu(unranked(i) * 2.0 - 1.0) + tf.cast(i, tf.float32)
+    return tf.reshape(y, [-1, 2])
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_consumed_then_returned_ragged(mode):
-    def body(i):
-        return tf.nn.relu(unranked(i) * 2.0 - 1.0) + tf.cast(i, tf.float32)
-
     with warnings.catch_warnings():
         _no_broken_converter()
-        got = run(body, 4, mode, ragged_outputs=True)
-    assert isinstance(got, tf.RaggedTensor)
-    assert got.to_list() == loop_rows(body, 4)
+        got = run(per_row_pairs, 4, mode, ragged_outputs=True)
+    assert isinstance(got, tf.RaggedTensor) and got.ragged_rank == 1
+    assert got.to_list() == loop_rows(per_row_pairs, 4)
 
 
 def test_returned_ragged_from_a_py_function_and_with_no_iterations():
-    body = lambda i: tf.sqrt(py_unranked(i) + 1.0)  # noqa: E731
+    body = lambda i: tf.ensure_shape(tf.sqrt(py_unranked(i) + 1.0), [None])  # noqa: E731
     got = pf.pfor(body, 3, fallback="loop", ragged_outputs=True)
     np.testing.assert_allclose(np.concatenate(got.to_list()),
                                np.concatenate(loop_rows(body, 3)), rtol=1e-6)
     assert [len(r) for r in got.to_list()] == [1, 2, 3]
     assert run(body, 0, "function", ragged_outputs=True).to_list() == []
-
-
-def test_returned_without_ragged_outputs_is_the_clear_error():
-    body = lambda i: unranked(i) + 1.0  # noqa: E731
-    with pytest.raises(ValueError, match=r"different shapes in different iterations at "
-                                         r"output/y.*ragged_outputs=True"):
-        pf.pfor(lambda i: {"y": body(i)}, 3, fallback="loop")
-
-
-def test_returned_of_one_shape_in_every_iteration():
-    """Unknown rank, one shape: stacked as before (ops after it converted on the
-    stacked value at run time); a RaggedTensor of uniform rows when asked for one."""
-    def body(i):
-        y = unranked(i, lambda k: np.full([2, 3], k, np.float32))
-        return tf.nn.relu(y * 2.0 - 1.0)
-
-    for mode in MODES:
-        got = run(body, 3, mode)
-        assert isinstance(got, tf.Tensor)
-        testing.assert_allclose(got, testing.sequential(body, 3))
-    got = pf.pfor(body, 3, fallback="loop", ragged_outputs=True)
-    assert got.to_list() == loop_rows(body, 3)
-
-
-def test_returned_ragged_beyond_the_first_dimension_asks_for_a_rank():
-    body = lambda i: unranked(i, lambda k: np.ones([2, k + 1], np.float32))  # noqa: E731
-    with pytest.raises(ValueError, match=r"values of unknown rank at output whose ranks or "
-                                         r"sizes after the first dimension differ.*set_shape"):
-        pf.pfor(body, 3, fallback="loop", ragged_outputs=True)
-
-    def ranked(i):  # the rank given after the fact: ragged along every dimension
-        return tf.ensure_shape(body(i) * 2.0, [None, None])
-
-    assert pf.pfor(ranked, 3, fallback="loop", ragged_outputs=True).to_list() == (
-        loop_rows(ranked, 3))
-
-
-def test_returned_values_of_different_ranks_are_a_clear_error():
-    body = lambda i: unranked(i, lambda k: np.ones([2] * (k + 1), np.float32))  # noqa: E731
-    with pytest.raises(ValueError, match="different shapes in different iterations"):
-        pf.pfor(body, 3, fallback="loop")
-    with pytest.raises(ValueError, match="ranks or sizes after the first dimension differ"):
-        pf.pfor(body, 3, fallback="loop", ragged_outputs=True)
-    with pytest.raises(ValueError, match="ranks or sizes after the first dimension differ"):
-        run(body, 3, "chunked", ragged_outputs=True)
 
 
 def test_a_rank_set_by_hand_later_makes_it_ragged():
@@ -212,6 +173,80 @@ def test_a_rank_set_by_hand_later_makes_it_ragged():
 
     got = pf.pfor(body, 3, fallback="loop", ragged_outputs=True)
     assert got.ragged_rank == 1 and got.to_list() == loop_rows(body, 3)
+    wide = lambda i: tf.ensure_shape(  # noqa: E731
+        unranked(i, lambda k: np.ones([2, k + 1], np.float32)) * 2.0, [None, None])
+    assert pf.pfor(wide, 3, fallback="loop", ragged_outputs=True).to_list() == (
+        loop_rows(wide, 3))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("ragged_outputs", [False, True])
+def test_returned_of_different_shapes_is_the_clear_error(mode, ragged_outputs):
+    """Stacking values of unknown rank and different shapes is what no loop can do
+    either (``Dataset.ragged_batch`` refuses them too): a ``tf.RaggedTensor`` needs
+    their rank, which the error asks for."""
+    body = lambda i: {"y": unranked(i) + 1.0}  # noqa: E731
+    error = ValueError if "function" not in mode else tf.errors.InvalidArgumentError
+    with pytest.raises(error, match=r"different shapes in different iterations at "
+                                    r"output/y, of unknown rank.*set_shape"):
+        run(body, 3, mode, ragged_outputs=ragged_outputs)
+
+
+def test_returned_values_of_different_ranks_are_the_clear_error():
+    body = lambda i: unranked(i, lambda k: np.ones([2] * (k + 1), np.float32))  # noqa: E731
+    for ragged_outputs in (False, True):
+        with pytest.raises(ValueError, match="different shapes in different iterations"):
+            pf.pfor(body, 3, fallback="loop", ragged_outputs=ragged_outputs)
+
+
+@pytest.mark.parametrize("ragged_outputs", [False, True])
+def test_returned_of_one_shape_in_every_iteration(ragged_outputs):
+    """Unknown rank, one shape: stacked as before, also with ragged_outputs=True (as
+    Dataset.ragged_batch batches such values); the ops after it are converted on the
+    stacked value at run time."""
+    def body(i):
+        y = unranked(i, lambda k: np.full([2, 3], k, np.float32))
+        return tf.nn.relu(y * 2.0 - 1.0)
+
+    for mode in MODES:
+        got = run(body, 3, mode, ragged_outputs=ragged_outputs)
+        assert isinstance(got, tf.Tensor)
+        testing.assert_allclose(got, testing.sequential(body, 3))
+
+
+def test_returned_scalars_stay_dense_with_ragged_outputs():
+    body = lambda i: py_unranked(i)[0] * 2.0  # noqa: E731
+    got = pf.pfor(body, 3, fallback="loop", ragged_outputs=True)
+    assert isinstance(got, tf.Tensor)
+    testing.assert_allclose(got, testing.sequential(body, 3))
+
+
+def test_map_batched_over_varying_elements_with_a_py_function_label():
+    """pf.data.map_batched over elements of varying length returns ragged values;
+    a py_function's label of unknown rank comes back as Dataset.ragged_batch gives it."""
+    def fn(x):
+        label = tf.py_function(lambda v: tf.cast(tf.size(v), tf.float32), [x], tf.float32)
+        return x * 2, label
+
+    ds = tf.data.Dataset.range(5).map(lambda k: tf.range(tf.cast(k, tf.int32)))
+    want = list(ds.map(fn).ragged_batch(2))
+    got = list(ds.apply(pf.data.map_batched(fn, 2, fallback="loop")))
+    assert len(got) == len(want)
+    for (values, label), (want_values, want_label) in zip(got, want):
+        assert values.to_list() == want_values.to_list()
+        assert isinstance(label, tf.Tensor)
+        testing.assert_allclose(label, want_label)
+
+
+def test_a_returned_ragged_tensor_of_values_of_unknown_rank():
+    def body(i):
+        values = unranked(i, lambda k: np.arange(2 * k, dtype=np.float32))
+        return tf.RaggedTensor.from_row_lengths(values, [i, i])
+
+    want = tf.map_fn(body, tf.range(3),
+                     fn_output_signature=tf.RaggedTensorSpec([2, None], tf.float32, 1))
+    for mode in MODES:
+        assert run(body, 3, mode).to_list() == want.to_list(), mode
 
 
 def test_explain_reports_the_unranked_values_and_their_ops():
