@@ -180,6 +180,7 @@ _BODY_MESSAGES = (
     ("pfor: loop_fn returned", "(pad to a fixed size)."),
     ("pfor: loop_fn returned", "(e.g. y.set_shape([None, None]))."),
     ("pfor: ", "make every iteration's value the same rank."),
+    ("pfor: ", "and pfor keeps them ragged."),
 )
 
 

@@ -128,16 +128,17 @@ def _constant_or(tensor):
 def _arrays(original, kind, n, nested) -> tuple:
     """Loop variables collecting one output: its rows, or (for an output whose shape
     may vary) its flattened elements and its shapes, or (of unknown rank) its elements,
-    its shapes one after the other and its ranks. Rows, shapes of known rank and ranks
-    go to a ``TensorArray``, or when ``nested`` to a tensor of ``n`` rows updated in
-    place; elements and unranked shapes to a ``TensorArray``, or when ``nested`` to a
-    growing tensor."""
+    its shapes one after the other, its ranks and its sizes. Rows, shapes of known rank,
+    ranks and sizes go to a ``TensorArray``, or when ``nested`` to a tensor of ``n``
+    rows updated in place; elements and unranked shapes to a ``TensorArray``, or when
+    ``nested`` to a growing tensor."""
     if kind == _UNRANKED:
         if nested:
             return (tf.zeros([0], original.dtype), tf.zeros([0], tf.int32),
-                    tf.zeros([n], tf.int32))
+                    tf.zeros([n], tf.int32), tf.zeros([n], tf.int32))
         return (tf.TensorArray(original.dtype, size=n, infer_shape=False, element_shape=[None]),
                 tf.TensorArray(tf.int32, size=n, infer_shape=False, element_shape=[None]),
+                tf.TensorArray(tf.int32, size=n, element_shape=[]),
                 tf.TensorArray(tf.int32, size=n, element_shape=[]))
     if kind == _VARYING:
         if nested:
@@ -180,14 +181,14 @@ def _write(arrays, i, value, kind) -> tuple:
     values = _grow(arrays[0], i, tf.reshape(value, [-1]))
     if kind == _VARYING:
         return (values, _put(arrays[1], i, shape))
-    return (values, _grow(arrays[1], i, shape), _put(arrays[2], i, tf.size(shape)))
+    return (values, _grow(arrays[1], i, shape), _put(arrays[2], i, tf.size(shape)),
+            _put(arrays[3], i, tf.size(value, out_type=tf.int32)))
 
 
 def _unranked(arrays):
     """The collected output of unknown rank as an ``Unranked`` value."""
-    flat, items, ranks = (a if tf.is_tensor(a) else a.stack() if k == 2 else a.concat()
-                          for k, a in enumerate(arrays))
-    return ragged.Unranked.of(flat, items, ranks)
+    return ragged.Unranked.of(*(a if tf.is_tensor(a) else a.stack() if k >= 2 else a.concat()
+                                for k, a in enumerate(arrays)))
 
 
 def _result(arrays, original, conversion):

@@ -129,7 +129,7 @@ def chunk_arrays(body, chunks, chunk_static=None) -> tuple:
         elif t.shape.rank is None:
             arrays.append(tuple(tf.TensorArray(dtype, size=chunks, infer_shape=False,
                                                element_shape=[None])
-                                for dtype in (t.dtype, tf.int32, tf.int32)))
+                                for dtype in (t.dtype, tf.int32, tf.int32, tf.int32)))
         elif varies(t):
             arrays.append((tf.TensorArray(t.dtype, size=chunks, infer_shape=False,
                                           element_shape=[None]),
@@ -188,7 +188,7 @@ def gather_chunks(arrays, chunks, n_static, body, found: dict, ragged_outputs: b
             t.set_shape(tf.TensorShape([n_static]).concatenate(original.shape))
             outs.append(t)
             continue
-        if len(group) == 3:
+        if len(group) == 4:
             outs.append(_unranked_chunks(group, chunks, extra, body.names[k],
                                          ragged_outputs, body.ragged[k]))
             continue
@@ -206,7 +206,7 @@ def gather_chunks(arrays, chunks, n_static, body, found: dict, ragged_outputs: b
 
 
 def _unranked_chunks(group, chunks, extra, name, ragged_outputs, component):
-    """An output of unknown rank from all chunks' elements, shapes and ranks."""
+    """An output of unknown rank from all chunks' elements, shapes, ranks and sizes."""
     parts = [tf.cond(chunks > 0, array.concat, lambda a=array: tf.zeros([0], a.dtype))
              for array in group]
     if extra is not None:

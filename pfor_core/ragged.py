@@ -289,7 +289,8 @@ class Unranked:
     fallback loop found it when it ran. ``flat`` holds every iteration's elements in
     row-major order, one iteration after the other; ``items`` every iteration's shape,
     one after the other; ``starts`` and ``item_starts`` (int32 ``[n + 1]``) where each
-    iteration's part of them begins (``Unranked.of`` computes them from the ranks).
+    iteration's part of them begins (``Unranked.of`` computes them from the sizes and
+    ranks).
 
     Converters never see one: the walk gives an op that reads one the stacked value
     (``as_stacked``) when all iterations have one shape at run time, else runs it in
@@ -305,17 +306,14 @@ class Unranked:
     code = "R"
 
     @staticmethod
-    def of(flat, items, ranks) -> "Unranked":
-        """The value of iterations of ``ranks`` (int32 ``[n]``) whose elements are
-        ``flat`` and shapes ``items``, one iteration after the other."""
-        items, ranks = tf.cast(items, tf.int32), tf.cast(ranks, tf.int32)
-        n = tf.size(ranks)
-        owner = tf.repeat(tf.range(n), ranks)
-        sizes = tf.math.unsorted_segment_prod(items, owner, n)  # (1 for a scalar)
+    def of(flat, items, ranks, sizes) -> "Unranked":
+        """The value of iterations of ``ranks`` and ``sizes`` (numbers of elements;
+        int32 ``[n]`` each) whose elements are ``flat`` and shapes ``items``, one
+        iteration after the other."""
         zero = tf.zeros([1], tf.int32)
-        return Unranked(flat=tf.reshape(flat, [-1]), items=items,
-                        starts=tf.concat([zero, tf.cumsum(sizes)], 0),
-                        item_starts=tf.concat([zero, tf.cumsum(ranks)], 0))
+        return Unranked(flat=tf.reshape(flat, [-1]), items=tf.cast(items, tf.int32),
+                        starts=tf.concat([zero, tf.cumsum(tf.cast(sizes, tf.int32))], 0),
+                        item_starts=tf.concat([zero, tf.cumsum(tf.cast(ranks, tf.int32))], 0))
 
     @staticmethod
     def from_value(value) -> "Unranked":
@@ -328,8 +326,9 @@ class Unranked:
             dims = tf.shape(value.tensor, out_type=tf.int32)
             flat = value.tensor
             shapes = tf.tile(dims[None, 1:], tf.stack([dims[0], 1]))
-        ranks = tf.fill(tf.shape(shapes)[:1], tf.shape(shapes)[1])
-        return Unranked.of(flat, tf.reshape(shapes, [-1]), ranks)
+        n = tf.shape(shapes)[:1]
+        return Unranked.of(flat, tf.reshape(shapes, [-1]), tf.fill(n, tf.shape(shapes)[1]),
+                           tf.reduce_prod(shapes, axis=1))
 
     @property
     def tensor(self):
@@ -351,9 +350,9 @@ class Unranked:
         """Every iteration's rank (int32 ``[n]``)."""
         return self.item_starts[1:] - self.item_starts[:-1]
 
-    def parts(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """``flat``, ``items`` and the ranks: what ``Unranked.of`` takes."""
-        return self.flat, self.items, self.ranks
+    def parts(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        """``flat``, ``items``, the ranks and the sizes: what ``Unranked.of`` takes."""
+        return self.flat, self.items, self.ranks, self.starts[1:] - self.starts[:-1]
 
     def with_flat(self, flat) -> "Unranked":
         """The same shapes over other elements."""
@@ -374,9 +373,12 @@ class Unranked:
         one size of each dimension from ``axis`` on); a boolean scalar tensor."""
         rank, first = self._first()
         ranks = self.ranks
-        return tf.cond(tf.reduce_all(tf.equal(ranks, rank)), lambda: tf.reduce_all(tf.equal(
-            tf.reshape(self.items, tf.stack([tf.size(ranks), rank]))[:, axis:],
-            first[None, axis:])), lambda: tf.constant(False))
+        count = tf.size(ranks) * rank
+        # The first n * rank items, padded: every iteration's shape where all ranks agree.
+        head = tf.concat([self.items, tf.zeros(tf.reshape(count, [1]), tf.int32)], 0)[:count]
+        same = tf.equal(tf.reshape(head, tf.stack([tf.size(ranks), rank]))[:, axis:],
+                        first[None, axis:])
+        return tf.logical_and(tf.reduce_all(tf.equal(ranks, rank)), tf.reduce_all(same))
 
     def as_stacked(self) -> Stacked:
         """The value as ``Stacked``, for iterations that all have the same shape

@@ -81,7 +81,7 @@ def unflatten(flat, op, forms_, n_static) -> list:
             values.append(Invariant(tensor=tensor))
             continue
         if form == UNRANKED:
-            values.append(Unranked.of(tensor, next(flat), next(flat)))
+            values.append(Unranked.of(tensor, next(flat), next(flat), next(flat)))
             continue
         tensor.set_shape(tf.TensorShape([n_static]).concatenate(t.shape))
         if not form:

@@ -260,11 +260,12 @@ class Conversion:
             return None
         if uniform_or_loop.applies(self, op, layouts):
             return self._uniform_or_loop(op, layouts, ragged, reasons, faults)
-        if unranked:  # made by the loop, which may take it again
-            return None
+        if unranked and not any(t.dtype == tf.variant for t in op.outputs):
+            return None  # made by the loop, which takes it again (a tensor list it cannot)
         with ops.name_scope(_scope(op)):
-            message = messages.usually_uniform(op)
-            layouts = [v.uniform(message) if isinstance(v, Ragged) else v for v in layouts]
+            message = (messages.unranked_uniform if unranked else messages.usually_uniform)(op)
+            layouts = [v.uniform(message) if isinstance(v, (Ragged, Unranked)) else v
+                       for v in layouts]
         pattern = pattern_of(layouts)
         for entry in self.registry.candidates(_dispatch_type(op), pattern):
             result = self._try(entry, op, layouts, pattern, reasons, faults)
@@ -460,7 +461,7 @@ def _fallback_stand_in(original, n_static, ragged=True):
         return Stacked(tensor=value)
     if shape.rank is None:
         return Unranked.of(*(tf.raw_ops.Placeholder(dtype=dtype, shape=[None])
-                             for dtype in (original.dtype, tf.int32, tf.int32)))
+                             for dtype in (original.dtype, tf.int32, tf.int32, tf.int32)))
     return Ragged(padded=value, lengths=tuple(
         tf.raw_ops.Placeholder(dtype=tf.int32, shape=[n_static]) if d is None else None
         for d in shape.as_list()))

@@ -140,6 +140,54 @@ def test_inside_an_outer_pfor():
     testing.assert_allclose(got, testing.sequential(outer, 3))
 
 
+def mapped_sums(i, fn=rows_of, shape=None):
+    """tf.map_fn over the values (a tensor list made from them): each row's sum."""
+    y = unranked(i, fn)
+    if shape is not None:
+        y = tf.ensure_shape(y, shape)
+    return tf.reduce_sum(tf.map_fn(tf.reduce_sum, y))
+
+
+def test_a_tensor_list_of_values_of_unknown_rank():
+    """A tensor list (tf.map_fn, a TensorArray) holds ragged items only with their
+    rank: values of one shape convert as before; of different shapes, a clear error
+    asks for the rank, with which they convert."""
+    one_shape = lambda k: np.full([2, 2], k, np.float32)  # noqa: E731
+    body = lambda i: mapped_sums(i, one_shape)  # noqa: E731
+    testing.assert_allclose(pf.pfor(body, 3, fallback="loop"), testing.sequential(body, 3))
+    with pytest.raises(ValueError, match=r"TensorListFromTensor .* got values of unknown "
+                                         r"rank .*whose shapes differ.*set_shape"):
+        pf.pfor(mapped_sums, 3, fallback="loop")
+    ranked = lambda i: mapped_sums(i, shape=[None, 2])  # noqa: E731
+    testing.assert_allclose(pf.pfor(ranked, 3, fallback="loop"), testing.sequential(ranked, 3))
+
+
+def test_loops_and_branches_around_values_of_unknown_rank():
+    x = tf.constant([1., -1., 2.])
+
+    def in_a_loop(i):
+        def step(t, s):
+            return t + 1, s + tf.reduce_sum(unranked(t + i))
+        return tf.while_loop(lambda t, s: t < i, step, (0, 0.))[1]
+
+    def carried(i):
+        def step(t, z):
+            return t + 1, tf.numpy_function(lambda a: np.concatenate([a, a]), [z], tf.float32)
+        _, z = tf.while_loop(lambda t, z: t < 2, step, (0, unranked(i)),
+                             shape_invariants=(tf.TensorShape([]), tf.TensorShape(None)))
+        return tf.reduce_sum(z)
+
+    def branches(i):
+        y = tf.cond(x[i] > 0, lambda: unranked(i), lambda: unranked(i + 1) * 2.0)
+        return tf.reduce_sum(y)
+
+    with warnings.catch_warnings():
+        _no_broken_converter()
+        for body in (in_a_loop, carried, branches):
+            testing.assert_allclose(pf.pfor(body, 3, fallback="loop"),
+                                    testing.sequential(body, 3), what=body.__name__)
+
+
 # -- returned ------------------------------------------------------------------------
 def per_row_pairs(i):
     """More ops on the values of unknown rank, the last of which gives them a rank."""
@@ -258,18 +306,20 @@ def test_explain_reports_the_unranked_values_and_their_ops():
 
 # -- the value --------------------------------------------------------------------------
 def test_unranked_value():
-    value = Unranked.of(tf.range(7.), tf.constant([2, 2, 3]), tf.constant([2, 1]))
+    value = Unranked.of(tf.range(7.), tf.constant([2, 2, 3]), tf.constant([2, 1]),
+                        tf.constant([4, 3]))
     assert value.code == "R" and value.shape.rank is None
     assert value.row(0).numpy().tolist() == [[0., 1.], [2., 3.]]
     assert value.row(1).numpy().tolist() == [4., 5., 6.]
     assert not value.is_uniform().numpy()
     with pytest.raises(tf.errors.InvalidArgumentError, match="ranks differ"):
         value.shapes("ranks differ")
-    same = Unranked.of(tf.range(6.), tf.constant([3, 3]), tf.constant([1, 1]))
+    same = Unranked.of(tf.range(6.), tf.constant([3, 3]), tf.constant([1, 1]), tf.constant([3, 3]))
     assert same.is_uniform().numpy()
     assert same.as_stacked().tensor.numpy().tolist() == [[0., 1., 2.], [3., 4., 5.]]
     assert same.to_ragged_tensor("no").to_list() == [[0., 1., 2.], [3., 4., 5.]]
-    ragged = Unranked.of(tf.range(5.), tf.constant([2, 3]), tf.constant([1, 1])).ranked(
+    ragged = Unranked.of(tf.range(5.), tf.constant([2, 3]), tf.constant([1, 1]),
+                         tf.constant([2, 3])).ranked(
         [None], "no")
     assert isinstance(ragged, Ragged)
     assert ragged.to_ragged_tensor().to_list() == [[0., 1.], [2., 3., 4.]]
