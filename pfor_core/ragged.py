@@ -430,7 +430,7 @@ class Unranked:
         check = tf.debugging.Assert(fits, [message], summarize=1)
         with tf.control_dependencies([check]):
             values = tf.reshape(self.flat, tf.concat([[-1], first[1:]], 0))
-        lengths = tf.gather(self.items, self.item_starts[:-1])  # each first dimension
+            lengths = tf.gather(self.items, self.item_starts[:-1])  # each first dimension
         return tf.RaggedTensor.from_row_lengths(values, lengths, validate=False)
 
 
