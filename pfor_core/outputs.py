@@ -11,7 +11,7 @@ With ``parallel_iterations``, chunks are converted one at a time in a
 ``tf.while_loop``: an output whose per-iteration shape the body does not know travels
 from the chunks as its elements (flat) and its rows' shapes, because chunks may pad
 differently; the rows are rebuilt once all chunks are done. One of unknown rank travels
-as its elements, its rows' shapes one after the other and their ranks.
+as its elements, its rows' shapes one after the other, their ranks and their sizes.
 
 A value of unknown rank whose shape may differ between iterations (``Unranked``: from
 a fallback's ``tf.numpy_function`` without ``set_shape``) is stacked when it has one
@@ -102,8 +102,8 @@ def _identity(value):
 
 # -- chunks ------------------------------------------------------------------------
 def varies(original) -> bool:
-    """Whether an output travels from the chunks as elements and shapes (and ranks,
-    for one of unknown rank)."""
+    """Whether an output travels from the chunks as elements and shapes (and ranks and
+    sizes, for one of unknown rank)."""
     return not original.shape.is_fully_defined()
 
 
