@@ -174,6 +174,16 @@ def run_eagerly(fn):
         raise
 
 
+# Run-time messages of pfor's own checks that are about the loop body, each from its
+# start to its end: raised as a ValueError of that text.
+_BODY_MESSAGES = (
+    ("pfor: loop_fn returned", "(pad to a fixed size)."),
+    ("pfor: loop_fn returned", "(e.g. y.set_shape([None, None]))."),
+    ("pfor: ", "make every iteration's value the same rank."),
+    ("pfor: ", "and pfor keeps them ragged."),
+)
+
+
 def raise_clear_error(err) -> None:
     """Raise a ValueError about the loop body if ``err`` is a ragged-shape error."""
     text = str(err)
@@ -182,15 +192,9 @@ def raise_clear_error(err) -> None:
         end = text.find("\n", start)
         line = text[start:end if end >= 0 else len(text)].rstrip("]")
         raise ValueError(line.replace("] [", " ").replace("\\'", "'")) from err
-    if "pfor: loop_fn returned values of different shapes" in text:
-        start = text.index("pfor: loop_fn returned")
-        end = text.find("(pad to a fixed size).", start)
-        end = len(text) if end < 0 else end + len("(pad to a fixed size).")
-        raise ValueError(text[start:end].replace("\\'", "'")) from err
-    if "TensorArray" in text and "shape" in text and "pfor: " not in text:  # (not ours)
-        raise ValueError(
-            "loop_fn makes values of different shapes in different iterations at an op "
-            "whose output has no static rank (such as tf.numpy_function or "
-            "tf.py_function): give that output a rank with set_shape (e.g. "
-            "y.set_shape([None])), and pfor pads it to a ragged value, or return the same "
-            f"shape in every iteration.\nTensorFlow said: {text.splitlines()[0]}") from err
+    text = text.replace("\\'", "'")
+    for begin, finish in _BODY_MESSAGES:
+        end = text.find(finish)
+        start = text.rfind(begin, 0, end)
+        if end >= 0 and start >= 0:
+            raise ValueError(text[start:end + len(finish)]) from err

@@ -52,8 +52,10 @@ def rows(original: tf.Tensor) -> tf.Tensor:
 
 
 def ragged_rows(original: tf.Tensor, like: tf.RaggedTensor) -> tf.RaggedTensor:
-    """No rows of a body tensor, as a ``tf.RaggedTensor`` built like ``like``."""
-    inner = [d if d is not None else 0 for d in like.flat_values.shape.as_list()[1:]]
+    """No rows of a body tensor, as a ``tf.RaggedTensor`` built like ``like`` (values
+    of no static rank: of rank 1)."""
+    shape = like.flat_values.shape
+    inner = [d if d is not None else 0 for d in shape.as_list()[1:]] if shape.rank else []
     values = tf.zeros([0] + inner, original.dtype)
     partitions = [tf.zeros([0], like.row_splits.dtype)] * like.ragged_rank
     return tf.RaggedTensor.from_nested_row_lengths(values, partitions, validate=False)

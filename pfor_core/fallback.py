@@ -4,8 +4,10 @@ Stacked inputs are sliced to one row per iteration, ragged ones to each iteratio
 extent, invariant inputs are used as they are. An output whose per-iteration shape is
 static is stacked through a ``TensorArray``; one whose shape the body does not know may
 differ between iterations: its elements and shapes are collected, and it becomes a
-ragged value (padded). The result is always right, only slow; ``explain`` and the
-``fallback`` option report it.
+ragged value (padded). One whose rank the body does not know either (a
+``tf.numpy_function`` without ``set_shape``) is collected with each iteration's rank as
+well, and becomes an ``Unranked`` value (whose ranks may differ too). The result is
+always right, only slow; ``explain`` and the ``fallback`` option report it.
 """
 
 from __future__ import annotations
@@ -39,14 +41,14 @@ def run_sequentially(op, layouts, conversion, reasons=()) -> list:
     unrolled.check_loop(op, conversion)
     outputs = [t for t, u in zip(op.outputs, used) if u]
     # Outputs of no static shape may differ in shape between iterations: collected
-    # as elements and shapes, they become ragged.
-    varying = [t.shape.rank is not None and not t.shape.is_fully_defined() for t in outputs]
+    # as elements and shapes (and ranks), they become ragged (or unranked).
+    kinds = [_kind(t) for t in outputs]
     # In the body of an outer pfor, elements are gathered by concatenation instead of
     # a TensorArray: the outer conversion cannot keep a list whose elements differ in
     # size between its own iterations, but a loop variable that does makes it run this
     # whole loop per outer iteration.
     nested = empty.in_body()
-    arrays = tuple(_arrays(t, v, n, nested) for t, v in zip(outputs, varying))
+    arrays = tuple(_arrays(t, kind, n, nested) for t, kind in zip(outputs, kinds))
 
     def body(i, arrays):
         row = [_row(v, i) for v in layouts]
@@ -59,23 +61,37 @@ def run_sequentially(op, layouts, conversion, reasons=()) -> list:
             with tf.control_dependencies([new] + list(new.outputs)):
                 return i + 1, arrays
         values = [t for t, u in zip(new.outputs, used) if u]
-        return i + 1, tuple(_write(a, i, t) for a, t in zip(arrays, values))
+        return i + 1, tuple(_write(a, i, t, kind) for a, t, kind in zip(arrays, values, kinds))
 
     # Stateful ops keep the sequential order of a real loop.
     parallel = 1 if op._is_stateful else 10  # pylint: disable=protected-access
     # maximum_iterations: under XLA, a gradient of the loop sizes its accumulators by it.
     _, arrays = tf.while_loop(lambda i, *_: i < n, body, (tf.constant(0), arrays),
-                              shape_invariants=(tf.TensorShape([]), _invariants(arrays)),
+                              shape_invariants=(tf.TensorShape([]), _invariants(arrays, kinds)),
                               parallel_iterations=parallel, maximum_iterations=n)
-    collected = iter(zip(arrays, outputs))
+    collected = iter(zip(arrays, outputs, kinds))
     results = []
     for t, u in zip(op.outputs, used):
         if not u:
             results.append(Invariant(tensor=tf.zeros([], t.dtype)))  # never read
             continue
-        array, t = next(collected)
-        results.append(_result(array, t, conversion))
+        array, t, kind = next(collected)
+        results.append(_unranked(array) if kind == _UNRANKED else
+                       _result(array, t, conversion))
     return results
+
+
+_ROWS, _VARYING, _UNRANKED = "rows", "varying", "unranked"
+
+
+def _kind(original) -> str:
+    """How the loop collects an output: as rows (its shape is the same in every
+    iteration, or it is only checked so: under XLA, which has no run-time shapes), as
+    elements and shapes (of known rank), or as elements, shapes and ranks."""
+    shape = original.shape
+    if shape.rank is None:
+        return _ROWS if unrolled.compiled() else _UNRANKED
+    return _ROWS if shape.is_fully_defined() else _VARYING
 
 
 def _materialized(op, value):
@@ -91,7 +107,7 @@ def _materialized(op, value):
 
 
 def _row(value, i):
-    if isinstance(value, ragged.Ragged):
+    if isinstance(value, (ragged.Ragged, ragged.Unranked)):
         return value.row(i)
     if value.is_stacked:
         return tf.gather(value.tensor, i)
@@ -109,12 +125,22 @@ def _constant_or(tensor):
     return tensor
 
 
-def _arrays(original, varying, n, nested) -> tuple:
+def _arrays(original, kind, n, nested) -> tuple:
     """Loop variables collecting one output: its rows, or (for an output whose shape
-    may vary) its flattened elements and its shapes. Rows and shapes go to a
-    ``TensorArray``, or when ``nested`` to a tensor of ``n`` rows updated in place;
-    elements to a ``TensorArray``, or when ``nested`` to a growing tensor."""
-    if varying:
+    may vary) its flattened elements and its shapes, or (of unknown rank) its elements,
+    its shapes one after the other, its ranks and its sizes. Rows, shapes of known rank,
+    ranks and sizes go to a ``TensorArray``, or when ``nested`` to a tensor of ``n``
+    rows updated in place; elements and unranked shapes to a ``TensorArray``, or when
+    ``nested`` to a growing tensor."""
+    if kind == _UNRANKED:
+        if nested:
+            return (tf.zeros([0], original.dtype), tf.zeros([0], tf.int32),
+                    tf.zeros([n], tf.int32), tf.zeros([n], tf.int32))
+        return (tf.TensorArray(original.dtype, size=n, infer_shape=False, element_shape=[None]),
+                tf.TensorArray(tf.int32, size=n, infer_shape=False, element_shape=[None]),
+                tf.TensorArray(tf.int32, size=n, element_shape=[]),
+                tf.TensorArray(tf.int32, size=n, element_shape=[]))
+    if kind == _VARYING:
         if nested:
             return (tf.zeros([0], original.dtype), tf.zeros([n, original.shape.rank], tf.int32))
         return (tf.TensorArray(original.dtype, size=n, infer_shape=False, element_shape=[None]),
@@ -127,10 +153,15 @@ def _arrays(original, varying, n, nested) -> tuple:
                            infer_shape=shape.is_fully_defined()),)
 
 
-def _invariants(arrays):
+# How many of an output's loop variables grow (when they are tensors), by kind.
+_GROWING = {_ROWS: 0, _VARYING: 1, _UNRANKED: 2}
+
+
+def _invariants(arrays, kinds):
     """Shape invariants of the loop variables: a growing tensor's is ``[None]``."""
-    return tuple((tf.TensorShape([None]),) + (None,) * (len(a) - 1)
-                 if len(a) == 2 and tf.is_tensor(a[0]) else (None,) * len(a) for a in arrays)
+    return tuple(tuple(tf.TensorShape([None]) if k < _GROWING[kind] and tf.is_tensor(a)
+                       else None for k, a in enumerate(group))
+                 for group, kind in zip(arrays, kinds))
 
 
 def _put(collected, i, value):
@@ -139,13 +170,25 @@ def _put(collected, i, value):
     return collected.write(i, value)
 
 
-def _write(arrays, i, value) -> tuple:
-    if len(arrays) == 2:
-        values, flat = arrays[0], tf.reshape(value, [-1])
-        values = (tf.concat([values, flat], 0) if tf.is_tensor(values)
-                  else values.write(i, flat))
-        return (values, _put(arrays[1], i, tf.shape(value, out_type=tf.int32)))
-    return (_put(arrays[0], i, value),)
+def _grow(collected, i, flat):
+    return tf.concat([collected, flat], 0) if tf.is_tensor(collected) else collected.write(i, flat)
+
+
+def _write(arrays, i, value, kind) -> tuple:
+    if kind == _ROWS:
+        return (_put(arrays[0], i, value),)
+    shape = tf.shape(value, out_type=tf.int32)
+    values = _grow(arrays[0], i, tf.reshape(value, [-1]))
+    if kind == _VARYING:
+        return (values, _put(arrays[1], i, shape))
+    return (values, _grow(arrays[1], i, shape), _put(arrays[2], i, tf.size(shape)),
+            _put(arrays[3], i, tf.size(value, out_type=tf.int32)))
+
+
+def _unranked(arrays):
+    """The collected output of unknown rank as an ``Unranked`` value."""
+    return ragged.Unranked.of(*(a if tf.is_tensor(a) else a.stack() if k >= 2 else a.concat()
+                                for k, a in enumerate(arrays)))
 
 
 def _result(arrays, original, conversion):

@@ -117,6 +117,25 @@ def usually_uniform(op) -> str:
             "its axis (pad the sliced tensor) so that all iterations have one shape.")
 
 
+def unranked_uniform(op) -> str:
+    """The run-time message when values of unknown rank whose shapes differ between
+    iterations reach an op that keeps them in a tensor list (which needs their rank)."""
+    return (f"pfor: {op.type} '{op.name}'{_where(op)} got values of unknown rank (a "
+            "tf.numpy_function's or tf.py_function's output without set_shape?) whose "
+            "shapes differ between iterations, for a tensor list, which holds them only "
+            "with a rank: give them one with set_shape or tf.ensure_shape (e.g. "
+            "y.set_shape([None, 2])), and pfor keeps them ragged.")
+
+
+def rank_differs(tensor) -> str:
+    """The run-time message when values of no static rank reach a body tensor whose
+    static rank (set by hand) they do not have."""
+    op = tensor.op
+    return (f"pfor: {op.type} '{op.name}'{_where(op)} has values of a rank other than "
+            f"its static rank {tensor.shape.rank} in some iterations: make every "
+            "iteration's value the same rank.")
+
+
 def conversion_error(op, layouts, reasons, faults=()) -> str:
     broken = "".join(f" Converter {converter_label(entry)} {what}." for entry, what, _ in faults)
     why = f" Converters declined: {'; '.join(reasons)}." if reasons else (

@@ -10,7 +10,15 @@ a clear error names the output when it has not.
 With ``parallel_iterations``, chunks are converted one at a time in a
 ``tf.while_loop``: an output whose per-iteration shape the body does not know travels
 from the chunks as its elements (flat) and its rows' shapes, because chunks may pad
-differently; the rows are rebuilt once all chunks are done.
+differently; the rows are rebuilt once all chunks are done. One of unknown rank travels
+as its elements, its rows' shapes one after the other, their ranks and their sizes.
+
+A value of unknown rank whose shape may differ between iterations (``Unranked``: from
+a fallback's ``tf.numpy_function`` without ``set_shape``) is stacked when it has one
+shape in every iteration, also with ``ragged_outputs=True`` (as ``Dataset.ragged_batch``
+batches such values): a ragged rank must be known when the graph is built, so values
+of different shapes are an error asking to give them a rank. Only as a component of a
+returned ``tf.RaggedTensor`` is it made ragged along its first dimension.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from tensorflow.python.ops import control_flow_util
 
 from pfor_core import chunk_buffers, empty, ragged
 from pfor_core.context import broadcast_invariant
-from pfor_core.ragged import Ragged
+from pfor_core.layout import Stacked
+from pfor_core.ragged import Ragged, Unranked
 
 
 def differ_message(name: str) -> str:
@@ -30,16 +39,49 @@ def differ_message(name: str) -> str:
             "every iteration return the same shape (pad to a fixed size).")
 
 
+def unranked_message(name: str) -> str:
+    """The error for an output of unknown rank whose shape differs between iterations."""
+    return (f"pfor: loop_fn returned values of different shapes in different iterations "
+            f"at {name}, of unknown rank (a tf.numpy_function's or tf.py_function's output "
+            "without set_shape?): a tf.RaggedTensor of them needs their rank: give it "
+            "with set_shape or tf.ensure_shape (e.g. y.set_shape([None, 2])) and pass "
+            "ragged_outputs=True, or make every iteration return the same shape (pad to "
+            "a fixed size).")
+
+
+def component_message(name: str) -> str:
+    """The error for a component of unknown rank of a returned ``tf.RaggedTensor``
+    that cannot be ragged along its first dimension only."""
+    return (f"pfor: loop_fn returned values of unknown rank at {name} whose ranks or "
+            "sizes after the first dimension differ between iterations: give them a "
+            "rank with set_shape or tf.ensure_shape (e.g. y.set_shape([None, None])).")
+
+
+def _ragged_or_uniform(value, name: str, ragged_outputs: bool, component: bool):
+    """A ragged or unranked value as a ``tf.RaggedTensor`` where wanted, else as a
+    stacked tensor checked to have one shape in every iteration. An unranked one is a
+    ``tf.RaggedTensor`` only as a ``component`` of a returned one: ``ragged_outputs``
+    keeps it dense where its shape is one (as ``Dataset.ragged_batch`` does), since
+    a ragged rank must be known when the graph is built."""
+    if isinstance(value, Unranked):
+        if component:
+            return value.to_ragged_tensor(component_message(name))
+        return value.uniform(unranked_message(name)).tensor
+    if ragged_outputs or component:
+        return value.to_ragged_tensor()
+    return value.uniform(differ_message(name)).tensor
+
+
 def finish(conversion, layouts, body, ragged_outputs: bool) -> list:
     """The outputs for one conversion of all iterations: tensors, or ``tf.RaggedTensor``
     for ragged values where wanted."""
     outs = []
     for k, (value, original) in enumerate(zip(layouts, body.outputs)):
-        if isinstance(value, Ragged):
-            if ragged_outputs or body.ragged[k]:
-                outs.append(value.to_ragged_tensor())
+        if isinstance(value, (Ragged, Unranked)):
+            t = _ragged_or_uniform(value, body.names[k], ragged_outputs, body.ragged[k])
+            if isinstance(t, tf.RaggedTensor):
+                outs.append(t)
                 continue
-            t = value.uniform(differ_message(body.names[k])).tensor
         else:
             t = value.tensor if value.is_stacked else broadcast_invariant(
                 value.tensor, conversion.n, conversion.n_static)
@@ -60,8 +102,9 @@ def _identity(value):
 
 # -- chunks ------------------------------------------------------------------------
 def varies(original) -> bool:
-    """Whether an output travels from the chunks as elements and shapes."""
-    return original.shape.rank is not None and not original.shape.is_fully_defined()
+    """Whether an output travels from the chunks as elements and shapes (and ranks and
+    sizes, for one of unknown rank)."""
+    return not original.shape.is_fully_defined()
 
 
 def _whole_rows(chunk_static) -> bool:
@@ -83,6 +126,10 @@ def chunk_arrays(body, chunks, chunk_static=None) -> tuple:
             arrays.append((chunk_buffers.buffer(t, chunks, chunk_static),))
         elif varies(t) and _whole_rows(chunk_static):
             arrays.append((tf.TensorArray(t.dtype, size=chunks, infer_shape=False),))
+        elif t.shape.rank is None:
+            arrays.append(tuple(tf.TensorArray(dtype, size=chunks, infer_shape=False,
+                                               element_shape=[None])
+                                for dtype in (t.dtype, tf.int32, tf.int32, tf.int32)))
         elif varies(t):
             arrays.append((tf.TensorArray(t.dtype, size=chunks, infer_shape=False,
                                           element_shape=[None]),
@@ -100,6 +147,10 @@ def chunk_parts(conversion, layouts, body, found: dict) -> list[tuple]:
     ragged dimensions of output k."""
     parts = []
     for k, (value, original) in enumerate(zip(layouts, body.outputs)):
+        if original.shape.rank is None and not _whole_rows(conversion.n_static):
+            parts.append(Unranked.from_value(value if value.is_stacked else Stacked(
+                tensor=broadcast_invariant(value.tensor, conversion.n))).parts())
+            continue
         if isinstance(value, Ragged):
             found[k] = value.ragged_axes
             parts.append(value.to_flat())
@@ -137,6 +188,10 @@ def gather_chunks(arrays, chunks, n_static, body, found: dict, ragged_outputs: b
             t.set_shape(tf.TensorShape([n_static]).concatenate(original.shape))
             outs.append(t)
             continue
+        if len(group) == 4:
+            outs.append(_unranked_chunks(group, chunks, extra, body.names[k],
+                                         ragged_outputs, body.ragged[k]))
+            continue
         flat = tf.cond(chunks > 0, group[0].concat, lambda: tf.zeros([0], original.dtype))
         shapes = tf.cond(chunks > 0, group[1].concat,
                          lambda: tf.zeros([0, original.shape.rank], tf.int32))
@@ -148,6 +203,15 @@ def gather_chunks(arrays, chunks, n_static, body, found: dict, ragged_outputs: b
         else:
             outs.append(_uniform(flat, shapes, original, n_static, body.names[k]))
     return outs
+
+
+def _unranked_chunks(group, chunks, extra, name, ragged_outputs, component):
+    """An output of unknown rank from all chunks' elements, shapes, ranks and sizes."""
+    parts = [tf.cond(chunks > 0, array.concat, lambda a=array: tf.zeros([0], a.dtype))
+             for array in group]
+    if extra is not None:
+        parts = [tf.concat([p, e], 0) for p, e in zip(parts, extra)]
+    return _ragged_or_uniform(Unranked.of(*parts), name, ragged_outputs, component)
 
 
 def _concat_chunks(array, chunks, original, chunk_static):

@@ -20,6 +20,10 @@ each iteration's value out of the padding and pads what it makes. Reading ``.ten
 of a ragged value raises ``NotStacked`` (a ``Decline``), so code written for stacked
 values that meets one by accident (a function body's output, say) declines instead of
 using the padding as data.
+
+An ``Unranked`` value is the fallback loop's output of no static rank (a
+``tf.numpy_function`` without ``set_shape``): each iteration's elements, shape and rank
+as the loop found them. Only the core handles it (see the class).
 """
 
 from __future__ import annotations
@@ -275,3 +279,169 @@ def from_flat(flat, shapes, ragged_axes, inner_shape=None) -> tf.RaggedTensor:
     for d in reversed(range(last)):
         result = tf.RaggedTensor.from_row_lengths(result, partitions[d], validate=False)
     return result
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Unranked:
+    """One value per iteration whose rank the body does not know (a
+    ``tf.numpy_function`` without ``set_shape``), so its shape, even its rank, may
+    differ between iterations in ways no static layout can say: it is kept as the
+    fallback loop found it when it ran. ``flat`` holds every iteration's elements in
+    row-major order, one iteration after the other; ``items`` every iteration's shape,
+    one after the other; ``starts`` and ``item_starts`` (int32 ``[n + 1]``) where each
+    iteration's part of them begins (``Unranked.of`` computes them from the sizes and
+    ranks).
+
+    Converters never see one: the walk gives an op that reads one the stacked value
+    (``as_stacked``) when all iterations have one shape at run time, else runs it in
+    the fallback loop (``uniform_or_loop``). It dispatches with the letter ``R``.
+    """
+
+    flat: tf.Tensor
+    items: tf.Tensor
+    starts: tf.Tensor
+    item_starts: tf.Tensor
+
+    is_stacked = True
+    code = "R"
+
+    @staticmethod
+    def of(flat, items, ranks, sizes) -> "Unranked":
+        """The value of iterations of ``ranks`` and ``sizes`` (numbers of elements;
+        int32 ``[n]`` each) whose elements are ``flat`` and shapes ``items``, one
+        iteration after the other."""
+        zero = tf.zeros([1], tf.int32)
+        return Unranked(flat=tf.reshape(flat, [-1]), items=tf.cast(items, tf.int32),
+                        starts=tf.concat([zero, tf.cumsum(tf.cast(sizes, tf.int32))], 0),
+                        item_starts=tf.concat([zero, tf.cumsum(tf.cast(ranks, tf.int32))], 0))
+
+    @staticmethod
+    def from_value(value) -> "Unranked":
+        """A stacked (``[n, ...]``) or ragged value as an ``Unranked`` one."""
+        if isinstance(value, Unranked):
+            return value
+        if isinstance(value, Ragged):
+            flat, shapes = value.to_flat()
+        else:
+            dims = tf.shape(value.tensor, out_type=tf.int32)
+            flat = value.tensor
+            shapes = tf.tile(dims[None, 1:], tf.stack([dims[0], 1]))
+        n = tf.shape(shapes)[:1]
+        return Unranked.of(flat, tf.reshape(shapes, [-1]), tf.fill(n, tf.shape(shapes)[1]),
+                           tf.reduce_prod(shapes, axis=1))
+
+    @property
+    def tensor(self):
+        raise NotStacked("a value of unknown rank whose shape may differ between "
+                         "iterations: only the fallback loop takes it")
+
+    @property
+    def dtype(self):
+        """The value's dtype."""
+        return self.flat.dtype
+
+    @property
+    def shape(self) -> tf.TensorShape:
+        """Static shape of one iteration's value: unknown."""
+        return tf.TensorShape(None)
+
+    @property
+    def ranks(self) -> tf.Tensor:
+        """Every iteration's rank (int32 ``[n]``)."""
+        return self.item_starts[1:] - self.item_starts[:-1]
+
+    def parts(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        """``flat``, ``items``, the ranks and the sizes: what ``Unranked.of`` takes."""
+        return self.flat, self.items, self.ranks, self.starts[1:] - self.starts[:-1]
+
+    def with_flat(self, flat) -> "Unranked":
+        """The same shapes over other elements."""
+        return dataclasses.replace(self, flat=flat)
+
+    def row(self, i) -> tf.Tensor:
+        """Iteration ``i``'s value (for loops over the iterations)."""
+        shape = self.items[self.item_starts[i]:self.item_starts[i + 1]]
+        return tf.reshape(self.flat[self.starts[i]:self.starts[i + 1]], shape)
+
+    def _first(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """The first iteration's rank and shape (0 and ``[]`` when n == 0)."""
+        rank = tf.concat([self.ranks, [0]], 0)[0]
+        return rank, self.items[:rank]
+
+    def is_uniform(self, axis: int = 0) -> tf.Tensor:
+        """Whether every iteration has the same shape (from ``axis`` on: one rank and
+        one size of each dimension from ``axis`` on); a boolean scalar tensor."""
+        rank, first = self._first()
+        ranks = self.ranks
+        count = tf.size(ranks) * rank
+        # The first n * rank items, padded: every iteration's shape where all ranks agree.
+        head = tf.concat([self.items, tf.zeros(tf.reshape(count, [1]), tf.int32)], 0)[:count]
+        same = tf.equal(tf.reshape(head, tf.stack([tf.size(ranks), rank]))[:, axis:],
+                        first[None, axis:])
+        return tf.logical_and(tf.reduce_all(tf.equal(ranks, rank)), tf.reduce_all(same))
+
+    def as_stacked(self) -> Stacked:
+        """The value as ``Stacked``, for iterations that all have the same shape
+        (``is_uniform``; unchecked)."""
+        _, first = self._first()
+        return Stacked(tensor=tf.reshape(self.flat, tf.concat([tf.shape(self.ranks), first], 0)))
+
+    def uniform(self, message: str) -> Stacked:
+        """The value as ``Stacked``, checked at run time to have the same shape in
+        every iteration (else an ``InvalidArgumentError`` saying ``message``)."""
+        check = tf.debugging.Assert(self.is_uniform(), [message], summarize=1)
+        with tf.control_dependencies([check]):
+            return self.as_stacked()
+
+    def shapes(self, message: str, rank=None) -> tf.Tensor:
+        """Every iteration's shape (int32 ``[n, r]``), checked at run time that all
+        iterations have one rank (``rank``, where given; else an
+        ``InvalidArgumentError`` saying ``message``)."""
+        rank = self._first()[0] if rank is None else tf.constant(rank, tf.int32)
+        ranks = self.ranks
+        check = tf.debugging.Assert(tf.reduce_all(tf.equal(ranks, rank)), [message],
+                                    summarize=1)
+        with tf.control_dependencies([check]):
+            return tf.reshape(self.items, tf.stack([tf.size(ranks), rank]))
+
+    def ranked(self, shape, message: str) -> "Ragged | Stacked":
+        """The value as seen through a body tensor of known rank (an identity with
+        ``set_shape``): padded, ragged along every dimension, then ``Ragged.fitted``."""
+        shape = tf.TensorShape(shape)
+        shapes = self.shapes(message, shape.rank)
+        widest = tf.reduce_max(tf.concat([shapes, tf.zeros([1, shape.rank], tf.int32)], 0), 0)
+        padded = tf.scatter_nd(_positions(shapes), self.flat,
+                               tf.concat([tf.shape(self.ranks), widest], 0))
+        padded.set_shape([None] * (shape.rank + 1))
+        if shape.rank == 0:
+            return Stacked(tensor=padded)
+        lengths = tuple(shapes[:, d] for d in range(shape.rank))
+        return Ragged(padded=padded, lengths=lengths).fitted(shape)
+
+    def to_ragged_tensor(self, message: str) -> tf.RaggedTensor:
+        """A ``tf.RaggedTensor`` whose row j is iteration j's value, ragged along its
+        first dimension only (a ragged rank must be static): checked at run time that
+        every iteration has one rank >= 1 and one size of every later dimension (else an
+        ``InvalidArgumentError`` saying ``message``)."""
+        rank, first = self._first()
+        ranks = self.ranks
+        n = tf.size(ranks)
+        fits = tf.logical_or(tf.equal(n, 0), tf.logical_and(rank >= 1, self.is_uniform(1)))
+        check = tf.debugging.Assert(fits, [message], summarize=1)
+        with tf.control_dependencies([check]):
+            values = tf.reshape(self.flat, tf.concat([[-1], first[1:]], 0))
+            lengths = tf.gather(self.items, self.item_starts[:-1])  # each first dimension
+        return tf.RaggedTensor.from_row_lengths(values, lengths, validate=False)
+
+
+def _positions(shapes) -> tf.Tensor:
+    """Where every element of rows of ``shapes`` (int32 ``[n, r]``; their elements in
+    row-major order, one row after the other) sits in their padded stack: int32
+    ``[elements, 1 + r]``, its row and its index in the row."""
+    sizes = tf.reduce_prod(shapes, axis=1)
+    rows = tf.repeat(tf.range(tf.shape(shapes)[0]), sizes)
+    offsets = tf.range(tf.reduce_sum(sizes)) - tf.gather(tf.cumsum(sizes, exclusive=True), rows)
+    strides = tf.gather(tf.math.cumprod(shapes, axis=1, exclusive=True, reverse=True), rows)
+    # (A row with elements has no dimension of size 0: no division by zero.)
+    index = offsets[:, None] // tf.maximum(strides, 1) % tf.maximum(tf.gather(shapes, rows), 1)
+    return tf.concat([rows[:, None], index], 1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.layout import Invariant, Layout, Stacked
-from pfor_core.ragged import Ragged
+from pfor_core.ragged import Ragged, Unranked
 
 
 def check(op, result, n_static: int | None) -> tuple[list[Layout] | None, str]:
@@ -24,7 +24,8 @@ def check(op, result, n_static: int | None) -> tuple[list[Layout] | None, str]:
         return None, f"returned {_short(result)} instead of a list of layout values"
     values = list(result)
     if len(values) != len(op.outputs) or not all(
-            isinstance(v, (Stacked, Invariant, Ragged)) for v in values):
+            isinstance(v, (Stacked, Invariant, Ragged)) or isinstance(v, Unranked)
+            and t.shape.rank is None for v, t in zip(values, op.outputs)):
         return None, (f"returned {_short(values)}: expected {len(op.outputs)} layout "
                       "values (Stacked / Invariant / Ragged), one per output")
     for k, (value, original) in enumerate(zip(values, op.outputs)):
@@ -43,6 +44,9 @@ def check(op, result, n_static: int | None) -> tuple[list[Layout] | None, str]:
 
 
 def _value_problem(value, original, n_static) -> str:
+    if isinstance(value, Unranked):
+        return "" if value.dtype == original.dtype else (
+            f"of dtype {value.dtype.name} where the op's output is {original.dtype.name}")
     if isinstance(value, Ragged):
         return _ragged_problem(value, original)
     plain = type(value) in (Stacked, Invariant)  # views compute their tensor on demand

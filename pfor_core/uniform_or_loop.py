@@ -9,6 +9,11 @@ loop, which takes any shapes. Both branches give every output in one form, decid
 the body's static shape: stacked where the body knows the shape, else ragged along
 the dimensions it does not know, with lengths marked usually uniform again, so that
 the ops after it do the same.
+
+The same holds for an op that reads a value of unknown rank (``Unranked``, which only
+the fallback loop makes): converted on its stacked value when all iterations have one
+shape, else the loop; an output of unknown rank is unranked in both branches (its
+elements, every iteration's shape and rank), so that the ops after it do the same.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import control_flow_util
 
 from pfor_core.layout import Invariant, Stacked
-from pfor_core.ragged import Ragged, usually_uniform
+from pfor_core.ragged import Ragged, Unranked, usually_uniform
 
 UNREAD = None  # the form of an output nobody reads
+UNRANKED = "unranked"  # the form of an output of unknown rank
 
 
 def applies(conversion, op, layouts) -> bool:
@@ -33,14 +39,14 @@ def applies(conversion, op, layouts) -> bool:
         return False  # the loop of ragged values has no static shapes there
     if any(v.dtype == tf.variant for v in layouts):
         return False
-    return all(t.dtype != tf.variant and t.shape.rank is not None for t in op.outputs)
+    return all(t.dtype != tf.variant for t in op.outputs)
 
 
 def forms(op) -> list:
-    """Per output: ``UNREAD``, or the per-iteration dimensions that may vary (those of
-    no static size; ``()``: stacked)."""
+    """Per output: ``UNREAD``, ``UNRANKED``, or the per-iteration dimensions that may
+    vary (those of no static size; ``()``: stacked)."""
     return [UNREAD if not t.consumers() and t.dtype.is_numpy_compatible
-            and t.dtype != tf.string else
+            and t.dtype != tf.string else UNRANKED if t.shape.rank is None else
             tuple(d for d, size in enumerate(t.shape.as_list()) if size is None)
             for t in op.outputs]
 
@@ -52,6 +58,9 @@ def flatten(values, forms_, stack) -> list[tf.Tensor]:
     for value, form in zip(values, forms_):
         if form is UNREAD:
             flat.append(tf.zeros([], value.dtype))
+        elif form == UNRANKED:
+            flat.extend(Unranked.from_value(value if isinstance(value, (Ragged, Unranked))
+                                            else Stacked(tensor=stack(value))).parts())
         elif isinstance(value, Ragged):
             extents = value.extents()
             flat.extend([value.padded] + [extents[d] for d in form])
@@ -70,6 +79,9 @@ def unflatten(flat, op, forms_, n_static) -> list:
         tensor = next(flat)
         if form is UNREAD:
             values.append(Invariant(tensor=tensor))
+            continue
+        if form == UNRANKED:
+            values.append(Unranked.of(tensor, next(flat), next(flat), next(flat)))
             continue
         tensor.set_shape(tf.TensorShape([n_static]).concatenate(t.shape))
         if not form:

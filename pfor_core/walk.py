@@ -23,7 +23,7 @@ from pfor_core import (collectives, custom, emit, empty, fallback, messages, res
 from pfor_core.context import ConvertContext, Decline, broadcast_invariant
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Layout, Stacked, View, pattern_of, per_iteration
-from pfor_core.ragged import Ragged
+from pfor_core.ragged import Ragged, Unranked
 
 _MAYBE_COLLECTIVE = frozenset({"Identity", "PlaceholderWithDefault"})
 
@@ -228,15 +228,18 @@ class Conversion:
             return self._pass_through(op, layouts, pattern)
         reasons, faults = [], []
         self._child_partial = _SELECTS.get(op.type, "") if pattern[:1] in "SR" else ""
+        # Converters never see an unranked value (only _as_uniform's stacked form of it).
+        entries = () if any(isinstance(v, Unranked) for v in layouts) else (
+            self.registry.candidates(_dispatch_type(op), pattern))
         try:
-            for entry in self.registry.candidates(_dispatch_type(op), pattern):
+            for entry in entries:
                 result = self._try(entry, op, layouts, pattern, reasons, faults)
                 if result is not None:
                     self._report_faults(op, faults)
                     _refine_shapes(result, op)
                     self._record(op, "converter", entry=entry,
                                  stacked=any(v.is_stacked for v in result),
-                                 ragged=any(isinstance(v, Ragged) for v in result))
+                                 ragged=any(isinstance(v, (Ragged, Unranked)) for v in result))
                     return result
             result = self._as_uniform(op, layouts, reasons, faults)
             if result is not None:
@@ -247,16 +250,22 @@ class Conversion:
 
     def _as_uniform(self, op, layouts, reasons, faults):
         """An op with no converter for its ragged inputs, all usually of one shape
-        (``ragged.usually_uniform``): converted with them stacked, checked at run time
-        to have one shape. None when that does not apply or nothing converts it."""
-        ragged = [v for v in layouts if isinstance(v, Ragged)]
-        if not ragged or not all(v.usually_uniform for v in ragged):
+        (``ragged.usually_uniform``), or with an input of unknown rank (``Unranked``):
+        converted with them stacked, checked at run time to have one shape (or, where
+        the loop may run, ``_uniform_or_loop``). None when that does not apply or
+        nothing converts it."""
+        ragged = [v for v in layouts if isinstance(v, (Ragged, Unranked))]
+        unranked = any(isinstance(v, Unranked) for v in ragged)
+        if not ragged or not unranked and not all(v.usually_uniform for v in ragged):
             return None
         if uniform_or_loop.applies(self, op, layouts):
             return self._uniform_or_loop(op, layouts, ragged, reasons, faults)
+        if unranked and not any(t.dtype == tf.variant for t in op.outputs):
+            return None  # made by the loop, which takes it again (a tensor list it cannot)
         with ops.name_scope(_scope(op)):
-            message = messages.usually_uniform(op)
-            layouts = [v.uniform(message) if isinstance(v, Ragged) else v for v in layouts]
+            message = (messages.unranked_uniform if unranked else messages.usually_uniform)(op)
+            layouts = [v.uniform(message) if isinstance(v, (Ragged, Unranked)) else v
+                       for v in layouts]
         pattern = pattern_of(layouts)
         for entry in self.registry.candidates(_dispatch_type(op), pattern):
             result = self._try(entry, op, layouts, pattern, reasons, faults)
@@ -264,7 +273,7 @@ class Conversion:
                 self._report_faults(op, faults)
                 _refine_shapes(result, op)
                 self._record(op, "converter", entry=entry, stacked=True,
-                             ragged=any(isinstance(v, Ragged) for v in result))
+                             ragged=any(isinstance(v, (Ragged, Unranked)) for v in result))
                 return result
         return None
 
@@ -272,17 +281,25 @@ class Conversion:
         """``_as_uniform`` where the loop may run: converted when every iteration's
         inputs have one shape, else the fallback loop (uniform_or_loop.py). None when
         no converter takes the stacked inputs (the op then just falls back)."""
-        with ops.name_scope(_scope(op)):
-            stacked = [v.as_stacked() if isinstance(v, Ragged) else v for v in layouts]
-        pattern = pattern_of(stacked)
+        pattern = "".join(Stacked.code if isinstance(v, (Ragged, Unranked)) else v.code
+                          for v in layouts)
         entries = self.registry.candidates(_dispatch_type(op), pattern)
         if not entries:
             return None
         forms = uniform_or_loop.forms(op)
-        reasons.append("its inputs' shapes differ between iterations: converted when "
-                       "they agree at run time, else this loop")
+        if any(isinstance(v, Unranked) for v in ragged):
+            reasons.append("its inputs' ranks are unknown (a tf.numpy_function's or "
+                           "tf.py_function's output without set_shape?) and their shapes "
+                           "may differ between iterations: converted when they agree at "
+                           "run time, else this loop")
+        else:
+            reasons.append("its inputs' shapes differ between iterations: converted when "
+                           "they agree at run time, else this loop")
 
         def converted():
+            # (Inside the branch: an unranked value's stacked form holds only there.)
+            stacked = [v.as_stacked() if isinstance(v, (Ragged, Unranked)) else v
+                       for v in layouts]
             for entry in entries:
                 result = self._try(entry, op, stacked, pattern, reasons, faults)
                 if result is not None:
@@ -300,7 +317,7 @@ class Conversion:
             same = tf.reduce_all(tf.stack([v.is_uniform() for v in ragged]))
             flat = tf.cond(same, converted, looped)
         result = uniform_or_loop.unflatten(flat, op, forms, self.n_static)
-        self.records[-1].ragged = any(isinstance(v, Ragged) for v in result)
+        self.records[-1].ragged = any(isinstance(v, (Ragged, Unranked)) for v in result)
         return result
 
     def _custom(self, site, op, layouts, pattern):
@@ -332,8 +349,8 @@ class Conversion:
         control dependencies."""
         self._record(op, "pass-through", stacked=per_iteration(pattern),
                      ragged="R" in pattern)
-        layouts = [v.fitted(t.shape) if isinstance(v, Ragged) else v
-                   for v, t in zip(layouts, op.outputs)] + list(layouts[len(op.outputs):])
+        layouts = [_seen_through(v, t) for v, t in zip(layouts, op.outputs)] + list(
+            layouts[len(op.outputs):])
         if not op.control_inputs:
             return list(layouts[: len(op.outputs)])
         with ops.name_scope(_scope(op)):
@@ -397,7 +414,7 @@ class Conversion:
                      messages.no_converter(op, layouts, self.registry))
         record = self.records[-1]
         result = fallback.run_sequentially(op, layouts, self, reasons)
-        record.ragged = any(isinstance(v, Ragged) for v in result)
+        record.ragged = any(isinstance(v, (Ragged, Unranked)) for v in result)
         return result
 
     def _record(self, op, how, *, entry=None, stacked=False, ragged=False, reason=""):
@@ -436,21 +453,33 @@ def _stand_in(original, n_static):
 
 def _fallback_stand_in(original, n_static, ragged=True):
     """What the fallback loop makes of an op's output, for trial conversions: ragged
-    along the dimensions the body does not know (an output of known rank), else
-    stacked."""
+    along the dimensions the body does not know (an output of known rank), unranked
+    (of unknown rank), else stacked."""
     value = _stand_in(original, n_static)
     shape = original.shape
-    if (not ragged or original.dtype == tf.variant or shape.rank is None
-            or shape.is_fully_defined()):
+    if not ragged or original.dtype == tf.variant or shape.is_fully_defined():
         return Stacked(tensor=value)
+    if shape.rank is None:
+        return Unranked.of(*(tf.raw_ops.Placeholder(dtype=dtype, shape=[None])
+                             for dtype in (original.dtype, tf.int32, tf.int32, tf.int32)))
     return Ragged(padded=value, lengths=tuple(
         tf.raw_ops.Placeholder(dtype=tf.int32, shape=[n_static]) if d is None else None
         for d in shape.as_list()))
 
 
+def _seen_through(value, tensor):
+    """A ragged or unranked value as seen through an identity-like body ``tensor``,
+    whose static shape may say more (``Ragged.fitted``, ``Unranked.ranked``)."""
+    if isinstance(value, Unranked) and tensor.shape.rank is not None:
+        return value.ranked(tensor.shape, messages.rank_differs(tensor))
+    return value.fitted(tensor.shape) if isinstance(value, Ragged) else value
+
+
 def _holding(value, tensor):
     """``value`` holding ``tensor`` instead: a view keeps its other fields (a tensor
     list's rows, ...); one that is no dataclass becomes a plain stacked value."""
+    if isinstance(value, Unranked):
+        return value.with_flat(tensor)
     if isinstance(value, Ragged):
         return value.with_padded(tensor)
     if "__dataclass_fields__" in type(value).__dict__:  # a view's own dataclass fields
@@ -459,7 +488,10 @@ def _holding(value, tensor):
 
 
 def _storage(value) -> tf.Tensor:
-    """The tensor a layout value is stored in (a ragged value's padded tensor)."""
+    """The tensor a layout value is stored in (a ragged value's padded tensor, an
+    unranked one's elements)."""
+    if isinstance(value, Unranked):
+        return value.flat
     return value.padded if isinstance(value, Ragged) else value.tensor
 
 
@@ -482,7 +514,7 @@ def _refine_shapes(result, op) -> None:
     the way (e.g. a value popped from a tensor list carried through a loop), and
     converters of later ops need ranks."""
     for value, original in zip(result, op.outputs):
-        if isinstance(value, (Ragged, View)):  # padded sizes; a view's storage is its own
+        if isinstance(value, (Ragged, Unranked, View)):  # padded; a view's storage is its own
             continue
         t = value.tensor
         if isinstance(t, ops.EagerTensor) or t.dtype == tf.variant:
