@@ -93,7 +93,8 @@ class StrictPatterns:
             return
         self._check(session)
 
-    # Controller side (xdist).
+    # Controller side (xdist; optional, so `-p no:xdist` runs too).
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):  # pylint: disable=unused-argument
         data = getattr(node, "workeroutput", {}).get(_STRICT_KEY)
         if data:
