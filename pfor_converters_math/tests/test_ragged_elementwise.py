@@ -219,3 +219,93 @@ def test_gradients(data):
     chunked = data.draw(st.booleans(), label="chunked")
     rl.assert_gradients_match(lambda i: GRADIENT_BODIES[name](rl.rows(x, lengths, i), w),
                               [x, w], n, chunked=chunked)
+
+
+# -- Ragged operands of equal per-iteration sizes --------------------------------------
+# Two operands that vary in the same dimension, their lengths equal per iteration but
+# held by different tensors (as TFP's Bates.log_prob makes them: a tf.range of a row's
+# total count against a tf.repeat by its counts), in the shapes that meet there: the
+# same rank, a dimension of size 1 against the varying one, other ranks, a varying
+# dimension against a fixed size. Also while a tf.compat.v1 graph is built, where a
+# tensor's == is object identity (it failed the size check on equal sizes).
+
+def _equal_sizes_body(kind, x, y, lengths):
+    """A body from numpy inputs (constants made inside it, so it builds in any graph)."""
+
+    def rows(values, i, dim=0):  # a fresh lengths tensor per call: equal, not the same
+        count = tf.gather(tf.constant(lengths, tf.int32), i)
+        row = tf.gather(tf.constant(values), i)
+        return row[:count] if dim == 0 else row[:, :count]
+
+    def body(i):
+        if kind == "same rank":  # [L_i, 2] and [L_i, 2]
+            return rows(x, i) * rows(y, i) - rows(y, i)
+        if kind == "size one":  # [L_i, 1] against [L_i, 2]
+            return rows(x, i)[:, :1] + rows(y, i)
+        if kind == "other ranks":  # [L_i] against [2, L_i]
+            return rows(x, i)[:, 0] - rows(np.swapaxes(y, 1, 2), i, dim=1)
+        if kind == "fixed size":  # [L_i, 2] against a stacked [2, 2] (L_i is 1 or 2)
+            return rows(x, i) + tf.gather(tf.constant(y), i)[:2]
+        counts = tf.gather(tf.constant(lengths, tf.int32), i)  # "range and repeat"
+        k = tf.cast(tf.range(counts), tf.float32)
+        return k - tf.repeat(tf.gather(tf.constant(x[:, 0, :1]), i), tf.reshape(counts, [1]))
+
+    return body
+
+
+def _pfor_in_a_v1_graph(body, n):
+    """``pf.pfor(body, n, fallback="error", ragged_outputs=True)`` built in a
+    tf.compat.v1 graph and run in a session, as an eager tf.RaggedTensor."""
+    import pfor_core as pf  # pylint: disable=import-outside-toplevel
+
+    with tf.Graph().as_default():
+        out = pf.pfor(body, n, fallback="error", ragged_outputs=True)
+        with tf.compat.v1.Session() as session:
+            value = session.run(out)
+    if isinstance(value, np.ndarray):
+        return tf.constant(value)
+    return tf.RaggedTensor.from_nested_row_splits(value.flat_values,
+                                                  value.nested_row_splits)
+
+
+@pytest.mark.parametrize("kind", ["same rank", "size one", "other ranks", "fixed size",
+                                  "range and repeat"])
+@settings(max_examples=4)
+@given(data=st.data())
+def test_ragged_operands_of_equal_sizes_broadcast(kind, data):
+    n = data.draw(st.integers(0, 4), label="n")
+    sizes = st.sampled_from([1, 2]) if kind == "fixed size" else st.integers(0, WIDTH)
+    lengths = data.draw(st.lists(sizes, min_size=n, max_size=n), label="lengths")
+    x = _values(data, [n, WIDTH, 2]).numpy()
+    y = _values(data, [n, WIDTH, 2]).numpy()
+    body = _equal_sizes_body(kind, x, y, lengths)
+    rl.assert_matches_loop(body, n, ragged=True, modes=rl.modes(data))
+    expected = [body(tf.constant(j)) for j in range(n)]
+    rl.assert_rows_match(_pfor_in_a_v1_graph(body, n), expected, where=" (v1 graph)")
+
+
+def test_bates_log_prob_in_a_v1_graph():
+    """TFP's Bates.log_prob sums a segmented range (a tf.range of each value's number
+    of terms against a tf.repeat by them): the same as tf.map_fn's, per-example total
+    counts too, eagerly and in a tf.compat.v1 graph."""
+    pytest.importorskip("tf_keras")
+    tfd = pytest.importorskip("tensorflow_probability").distributions
+    import pfor_core as pf  # pylint: disable=import-outside-toplevel
+
+    values = np.array([[0.2, 0.45], [0.7, 0.1], [0.3, 0.95]], np.float32)
+    counts = np.array([4.0, 7.0, 2.0], np.float32)
+
+    def log_prob(args):
+        value, count = args
+        return tfd.Bates(total_count=count, low=0.0, high=1.0).log_prob(value)
+
+    elems = (tf.constant(values), tf.constant(counts))
+    want = tf.map_fn(log_prob, elems, fn_output_signature=tf.float32)
+    testing.assert_allclose(pf.vectorized_map(log_prob, elems, fallback="error"), want,
+                            atol=1e-5)
+    with tf.Graph().as_default():
+        got = pf.vectorized_map(log_prob, (tf.constant(values), tf.constant(counts)),
+                                fallback="error")
+        with tf.compat.v1.Session() as session:
+            got = session.run(got)
+    testing.assert_allclose(tf.constant(got), want, atol=1e-5)

@@ -8,6 +8,10 @@ must agree per iteration as the loop's broadcasting demands: equal, or one of th
 (that operand's one row is then repeated, as broadcasting would). A dimension that
 varies may meet a dimension of a stacked or invariant operand only if that one has
 static size 1 (any other size would make the loop's shapes agree only by chance).
+
+Sizes are compared with ``tf.equal``, never ``==``: while a ``tf.compat.v1`` graph is
+built a tensor's ``==`` is object identity (a Python bool), which would fail every
+check of two lengths tensors and never repeat an operand's row of size 1.
 """
 
 from __future__ import annotations
@@ -123,14 +127,15 @@ def broadcast(ctx, values):
             continue
         total = unique[0]
         for other in unique[1:]:
-            fits = tf.reduce_all((total == other) | (total == 1) | (other == 1))
+            fits = tf.reduce_all(tf.equal(total, other) | tf.equal(total, 1)
+                                 | tf.equal(other, 1))
             total = ctx.check(fits, "operands whose sizes differ per iteration do not "
                               "broadcast (the loop would fail on a shape mismatch):",
-                              [total, other], tensor=tf.where(total == 1, other, total))
+                              [total, other], tensor=tf.where(tf.equal(total, 1), other, total))
         for k, length in found:  # an operand of size 1 here repeats its one slice
             t = tensors[k]
             first = t[(slice(None),) * axis[k] + (slice(0, 1),)]  # empty if t is
-            one = tf.reshape(length == 1, [-1] + [1] * (t.shape.rank - 1))
+            one = tf.reshape(tf.equal(length, 1), [-1] + [1] * (t.shape.rank - 1))
             tensors[k] = tf.where(one, first, t)
         out_lengths.append(total)
     for k, (v, r) in enumerate(zip(values, ranks)):
@@ -159,13 +164,13 @@ def sized(ctx, value, axes) -> Ragged:
 def _broadcast_to_size(ctx, tensor, axis, length, size):
     """A padded axis of per-iteration sizes ``length`` (each checked to be 1 or
     ``size``) broadcast to ``size``: rows of size 1 repeat their one element."""
-    length = ctx.check(tf.reduce_all((length == 1) | (length == size)),
+    length = ctx.check(tf.reduce_all(tf.equal(length, 1) | tf.equal(length, size)),
                        f"operands do not broadcast: a size differing per iteration meets "
                        f"{size} (the loop would fail on a shape mismatch):", [length],
                        tensor=length)
     last = tf.maximum(tf.shape(tensor, out_type=tf.int32)[axis] - 1, 0)
     positions = tf.minimum(tf.range(size)[None, :], last)
-    positions = tf.where((length == 1)[:, None], 0, positions)
+    positions = tf.where(tf.equal(length, 1)[:, None], 0, positions)
     return tf.gather(tensor, positions, axis=axis, batch_dims=1)
 
 

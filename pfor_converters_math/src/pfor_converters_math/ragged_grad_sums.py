@@ -29,7 +29,7 @@ def convert_broadcast_gradient_args(ctx):
     n = tf.shape(s0, out_type=tf.int32)[0]
     a0 = tf.concat([tf.ones([n, rank - r0], tf.int32), s0], 1)
     a1 = tf.concat([tf.ones([n, rank - r1], tf.int32), s1], 1)
-    fits = tf.reduce_all((a0 == a1) | (a0 == 1) | (a1 == 1))
+    fits = tf.reduce_all(tf.equal(a0, a1) | tf.equal(a0, 1) | tf.equal(a1, 1))
     same = (tf.reduce_all(tf.equal(s0, s1), axis=1) if r0 == r1
             else tf.zeros([n], tf.bool))
     outs = []
