@@ -292,9 +292,10 @@ class Unranked:
     iteration's part of them begins (``Unranked.of`` computes them from the sizes and
     ranks).
 
-    Converters never see one: the walk gives an op that reads one the stacked value
-    (``as_stacked``) when all iterations have one shape at run time, else runs it in
-    the fallback loop (``uniform_or_loop``). It dispatches with the letter ``R``.
+    Converters never see one: the walk runs an elementwise op of such values (sharing
+    their shapes) and scalars on ``flat``; it gives any other op that reads one the
+    stacked value (``as_stacked``) when all iterations have one shape at run time, else
+    runs it in the fallback loop (``uniform_or_loop``). It dispatches with the letter ``R``.
     """
 
     flat: tf.Tensor

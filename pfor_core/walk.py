@@ -18,8 +18,8 @@ from typing import Sequence
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
-from pfor_core import (collectives, custom, emit, empty, fallback, messages, results, shapes,
-                       uniform_or_loop, unrolled)
+from pfor_core import (collectives, custom, emit, empty, fallback, messages, patterns, results,
+                       shapes, uniform_or_loop, unrolled)
 from pfor_core.context import ConvertContext, Decline, broadcast_invariant
 from pfor_core.errors import ConversionError
 from pfor_core.layout import Invariant, Layout, Stacked, View, pattern_of, per_iteration
@@ -228,6 +228,10 @@ class Conversion:
             return self._pass_through(op, layouts, pattern)
         reasons, faults = [], []
         self._child_partial = _SELECTS.get(op.type, "") if pattern[:1] in "SR" else ""
+        if any(isinstance(v, Unranked) for v in layouts):
+            result = self._unranked_elementwise(op, layouts)
+            if result is not None:
+                return result
         # Converters never see an unranked value (only _as_uniform's stacked form of it).
         entries = () if any(isinstance(v, Unranked) for v in layouts) else (
             self.registry.candidates(_dispatch_type(op), pattern))
@@ -247,6 +251,30 @@ class Conversion:
         finally:
             self._child_partial = ""
         return self._fall_back(op, layouts, pattern, reasons, faults)
+
+    def _unranked_elementwise(self, op, layouts):
+        """An elementwise op (converted by ``patterns.elementwise`` or, with scalar
+        invariant operands, ``patterns.broadcasting``) of values of unknown rank that
+        share their shapes (one value, or values made from one by such ops): the same
+        op on their elements, every iteration's shape kept, so the ops after a
+        ``tf.numpy_function`` need no run-time choice and no loop. None otherwise."""
+        unranked = [v for v in layouts if isinstance(v, Unranked)]
+        others = [v for v in layouts if not isinstance(v, Unranked)]
+        first = unranked[0]
+        same = all(v.items is first.items and v.starts is first.starts
+                   and v.item_starts is first.item_starts for v in unranked)
+        if (not same or len(op.outputs) != 1 or op._is_stateful  # pylint: disable=protected-access
+                or not all(isinstance(v, Invariant) and v.shape.rank == 0 for v in others)):
+            return None
+        pattern = "".join("S" if isinstance(v, Unranked) else v.code for v in layouts)
+        entries = self.registry.candidates(_dispatch_type(op), pattern)
+        if not entries or entries[0].fn not in (patterns.elementwise, patterns.broadcasting):
+            return None
+        with ops.name_scope(_scope(op)):
+            new = emit.recreate(op, [v.flat if isinstance(v, Unranked) else v.tensor
+                                     for v in layouts])
+        self._record(op, "converter", entry=entries[0], stacked=True, ragged=True)
+        return [unranked[0].with_flat(new.outputs[0])]
 
     def _as_uniform(self, op, layouts, reasons, faults):
         """An op with no converter for its ragged inputs, all usually of one shape

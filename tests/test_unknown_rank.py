@@ -298,10 +298,33 @@ def test_a_returned_ragged_tensor_of_values_of_unknown_rank():
 
 
 def test_explain_reports_the_unranked_values_and_their_ops():
-    report = pf.explain(lambda i: tf.reduce_sum(unranked(i) * 2.0), 3)
-    assert [r.op_type for r in report.fallbacks][:2] == ["PyFuncStateless", "Mul"]
-    mul = next(r for r in report.rows if r.op_type == "Mul")
-    assert "ranks are unknown" in mul.reason and mul.ragged
+    def body(i):
+        return tf.reduce_sum(tf.reduce_sum(unranked(i), 0))  # a reduction of one: looped
+
+    report = pf.explain(body, 3)
+    assert [r.op_type for r in report.fallbacks][:2] == ["PyFuncStateless", "Sum"]
+    inner = next(r for r in report.rows if r.op_type == "Sum")
+    assert "ranks are unknown" in inner.reason and inner.ragged
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+def test_elementwise_ops_of_an_unranked_value_and_scalars_run_on_its_elements(mode):
+    """max(tanh(x * 0.5 + 1), |x|) after a numpy_function: each op runs once on every
+    iteration's elements, shapes kept (no run-time choice, no loop), and the loop's
+    values come back."""
+    def body(i):
+        x = unranked(i)
+        y = tf.maximum(tf.tanh(x * 0.5 + 1.0), tf.abs(x))
+        return tf.reduce_sum(y), tf.reduce_sum(tf.where(x > 1.0, x - 3.0, x))
+
+    report = pf.explain(body, 4)
+    assert [r.op_type for r in report.fallbacks] == ["PyFuncStateless", "Rank", "Sum",
+                                                     "Rank", "Sum"]
+    converted = {r.op_type for r in report.rows if r.how == "converter"}
+    assert {"Mul", "AddV2", "Tanh", "Abs", "Maximum", "Greater", "Sub", "SelectV2"} <= converted
+    run = (lambda: pf.pfor(body, 4, fallback="loop")) if mode == "eager" else \
+        tf.function(lambda: pf.pfor(body, 4, fallback="loop"))
+    testing.assert_same_results(run(), testing.sequential(body, 4))
 
 
 # -- the value --------------------------------------------------------------------------
