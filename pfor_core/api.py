@@ -18,7 +18,8 @@ from pfor_core import (autograph, budget, checks, chunk_tails, empty, mapped,
                        outputs as outputs_, staging)
 from pfor_core.plugins import default_registry
 from pfor_core.trace import trace_body
-from pfor_core.walk import Chunks, Conversion, Options, Reported
+from pfor_core.options import Options
+from pfor_core.walk import Chunks, Conversion, Reported
 
 
 def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from pfor_core import mapped
-from pfor_core.walk import Options
+from pfor_core.options import Options
 
 FALLBACK_MODES = ("loop", "warn", "error")
 RANDOMNESS_MODES = ("different", "same", "error")

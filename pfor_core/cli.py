@@ -185,11 +185,11 @@ def _cmd_patterns(registry, args) -> int:
 
 def _cmd_missing(registry, args) -> int:
     from pfor_core.plugins import normalize
-    from pfor_core.walk import _PASS_THROUGH  # the walk converts these itself
+    from pfor_core.walk import PASS_THROUGH  # the walk converts these itself
 
     ours = {e.op_type for e in registry.entries()
             if args.pack is None or normalize(e.pack) == normalize(args.pack)}
-    missing = sorted(set(tensorflow_op_types()) - ours - set(_PASS_THROUGH))
+    missing = sorted(set(tensorflow_op_types()) - ours - set(PASS_THROUGH))
     if args.json:
         _print_json(missing)
     else:

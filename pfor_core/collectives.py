@@ -43,7 +43,7 @@ _OUTSIDE_WHILE = (
 
 def _collective(x, kind: str, name: str):
     graph = ops.get_default_graph()
-    in_body, around = _placement(graph)
+    in_body, around = placement(graph)
     if not in_body:
         raise RuntimeError(
             f"pf.{name} is a cross-iteration collective: call it inside the loop body of "
@@ -150,7 +150,7 @@ def all_gather(x):
     return _collective(x, "gather", "all_gather")
 
 
-def _placement(graph) -> tuple[bool, list[str]]:
+def placement(graph) -> tuple[bool, list[str]]:
     """Whether ``graph`` is a loop body or control flow inside one, and which control
     flow ("cond", "while") lies between the call and the body, innermost first."""
     around = []

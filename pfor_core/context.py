@@ -7,7 +7,7 @@ become new attributes, never new converter parameters.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
 import tensorflow as tf
 
@@ -17,30 +17,35 @@ from tensorflow.python.ops import control_flow_util
 from pfor_core import collectives
 from pfor_core import emit as _emit
 from pfor_core import shapes
-from pfor_core.layout import Invariant, Layout, Stacked
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pfor_core.walk import Conversion
+from pfor_core.errors import Decline
+from pfor_core.layout import Invariant, Layout, Stacked, broadcast_invariant
 
 
-class Decline(Exception):
-    """A converter's "not for these inputs": return it, or raise it from a helper.
 
-    Either way the op goes to the next candidate converter, then to the fallback loop,
-    and ``pf.explain`` shows the reason. ``ctx.decline(reason)`` makes one. Raise
-    ``ConversionError`` instead when the body itself is wrong (no loop could run it).
+class Conversion(Protocol):
+    """What the context reads from the walk's conversion (``walk.Conversion``): described
+    here, not imported, so that the context sits below the walk."""
 
-    >>> from pfor_core.extend import Decline
-    >>> Decline("stacked filter").reason
-    'stacked filter'
-    """
+    n: tf.Tensor
+    n_static: int | None
+    start: tf.Tensor
+    indices: tf.Tensor
+    body_index: tf.Tensor | None
+    chunked: bool
+    chunks: object  # walk.Chunks or None
+    trial: bool
+    options: object  # options.Options
+    scratch: dict
+    side_effects: list
+    trial_layouts: dict
 
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+    def stack(self, value: Layout) -> tf.Tensor: ...
 
-    def __repr__(self):
-        return f"Decline({self.reason!r})"
+    def convert_subgraph(self, graph, inputs: Sequence[Layout], outputs=None) -> list[Layout]: ...
+
+    def child(self, positions, *, trial: bool = False) -> "Conversion": ...
+
+
 
 
 class ConvertContext:
@@ -135,7 +140,7 @@ class ConvertContext:
     def in_body_loop(self) -> bool:
         """Whether the op sits in a ``tf.while_loop`` (``tf.scan``, ...) of the body: it
         then runs several times per iteration."""
-        return "while" in collectives._placement(self.op.graph)[1]  # pylint: disable=protected-access
+        return "while" in collectives.placement(self.op.graph)[1]
 
     @property
     def iterations_static(self) -> int | None:
@@ -242,7 +247,7 @@ class ConvertContext:
         if condition is True:
             return tensor
         text = f"pfor: {self.op.type} (op {self.op.name}): {message}"
-        return checked(tensor, tf.constant(False) if condition is False else condition,
+        return _emit.checked(tensor, tf.constant(False) if condition is False else condition,
                        [text, *data])
 
     def decline(self, reason: str) -> Decline:
@@ -321,25 +326,6 @@ class Converted:
             value.tensor, self.n, self.n_static)
 
 
-def checked(tensor: tf.Tensor, condition, data) -> tf.Tensor:
-    """``tensor``, ordered after an Assert of ``condition`` that prints ``data``.
-
-    The data is formatted as strings first: other dtypes would make Assert guard itself
-    with a cond. XLA compiles Asserts to nothing and has no string kernels, so under
-    XLA only the string constants are kept.
-    """
-    compiled = control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
-    strings = []
-    for d in data:
-        if isinstance(d, str):
-            strings.append(d)
-        elif not compiled:
-            d = tf.convert_to_tensor(d)
-            strings.append(d if d.dtype == tf.string else tf.strings.as_string(d))
-    check = tf.debugging.Assert(condition, strings, summarize=8)
-    with tf.control_dependencies([check]):
-        return tf.identity(tensor)
-
 
 def _signature(value) -> tuple:
     """What a trial conversion's result may depend on in an input layout value."""
@@ -367,14 +353,3 @@ def _stand_in(original, stacked: bool, n_static) -> Layout:
     shape = tf.TensorShape([n_static]).concatenate(original.shape)
     return Stacked(tensor=tf.raw_ops.Placeholder(dtype=original.dtype, shape=shape))
 
-
-def broadcast_invariant(tensor: tf.Tensor, n, n_static: int | None = None) -> tf.Tensor:
-    """Tile an invariant value to ``[n, ...]`` (only where a converter must). The one
-    tiling function: ``ctx.stack``, ``ctx.stacked`` and ``Converted.stacked`` use it."""
-    tensor = tf.convert_to_tensor(tensor)
-    expanded = tf.expand_dims(tensor, 0)
-    if tensor.shape.is_fully_defined() and n_static is not None:
-        target = [n_static] + tensor.shape.as_list()
-    else:
-        target = tf.concat([tf.reshape(tf.cast(n, tf.int32), [1]), tf.shape(tensor)], 0)
-    return tf.broadcast_to(expanded, target)

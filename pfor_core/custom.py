@@ -31,9 +31,9 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.util import nest
 
-from pfor_core.context import broadcast_invariant, checked
+from pfor_core.emit import checked
 from pfor_core.errors import ConversionError
-from pfor_core.layout import Stacked
+from pfor_core.layout import Stacked, broadcast_invariant
 
 _MARK = "_pfor_custom_vectorization"
 _PREFIX = "pfor_custom_"

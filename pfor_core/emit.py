@@ -111,3 +111,23 @@ def _record_on_tapes(op, inputs) -> None:
 def copy_op(op: tf.Operation, inputs: Sequence[tf.Tensor], **kwargs) -> list[tf.Tensor]:
     """Like ``recreate`` but returns the new op's outputs."""
     return list(recreate(op, inputs, **kwargs).outputs)
+
+
+def checked(tensor: tf.Tensor, condition, data) -> tf.Tensor:
+    """``tensor``, ordered after an Assert of ``condition`` that prints ``data``.
+
+    The data is formatted as strings first: other dtypes would make Assert guard itself
+    with a cond. XLA compiles Asserts to nothing and has no string kernels, so under
+    XLA only the string constants are kept.
+    """
+    compiled = control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
+    strings = []
+    for d in data:
+        if isinstance(d, str):
+            strings.append(d)
+        elif not compiled:
+            d = tf.convert_to_tensor(d)
+            strings.append(d if d.dtype == tf.string else tf.strings.as_string(d))
+    check = tf.debugging.Assert(condition, strings, summarize=8)
+    with tf.control_dependencies([check]):
+        return tf.identity(tensor)

@@ -26,4 +26,24 @@ class FallbackWarning(UserWarning):
     """
 
 
+class Decline(Exception):
+    """A converter's "not for these inputs": return it, or raise it from a helper.
+
+    Either way the op goes to the next candidate converter, then to the fallback loop,
+    and ``pf.explain`` shows the reason. ``ctx.decline(reason)`` makes one. Raise
+    ``ConversionError`` instead when the body itself is wrong (no loop could run it).
+
+    >>> from pfor_core.extend import Decline
+    >>> Decline("stacked filter").reason
+    'stacked filter'
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+    def __repr__(self):
+        return f"Decline({self.reason!r})"
+
+
 FALLBACK_PREFIX = "pfor fallback:"  # stable text; tests assert it is absent

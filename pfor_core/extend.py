@@ -30,8 +30,8 @@ array([0.   , 1.175], dtype=float32)
 """
 
 from pfor_core import shapes
-from pfor_core.context import ConvertContext, Converted, Decline
-from pfor_core.errors import ConversionError
+from pfor_core.context import ConvertContext, Converted
+from pfor_core.errors import ConversionError, Decline
 from pfor_core.hookspecs import hookimpl
 from pfor_core.layout import Invariant, Stacked, View
 from pfor_core.patterns import batch_polymorphic, broadcasting, elementwise

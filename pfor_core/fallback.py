@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from pfor_core import emit, empty, ragged, unrolled
 from pfor_core.errors import ConversionError
-from pfor_core.context import Decline
+from pfor_core.errors import Decline
 from pfor_core.layout import Invariant, Stacked, View
 
 

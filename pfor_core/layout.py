@@ -141,3 +141,15 @@ def per_iteration(pattern: str) -> bool:
 def pattern_of(values) -> str:
     """The invariance pattern of a sequence of layout values, e.g. ``"SU"``."""
     return "".join(v.code for v in values)
+
+
+def broadcast_invariant(tensor: tf.Tensor, n, n_static: int | None = None) -> tf.Tensor:
+    """Tile an invariant value to ``[n, ...]`` (only where a converter must). The one
+    tiling function: ``ctx.stack``, ``ctx.stacked`` and ``Converted.stacked`` use it."""
+    tensor = tf.convert_to_tensor(tensor)
+    expanded = tf.expand_dims(tensor, 0)
+    if tensor.shape.is_fully_defined() and n_static is not None:
+        target = [n_static] + tensor.shape.as_list()
+    else:
+        target = tf.concat([tf.reshape(tf.cast(n, tf.int32), [1]), tf.shape(tensor)], 0)
+    return tf.broadcast_to(expanded, target)

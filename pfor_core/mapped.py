@@ -17,7 +17,7 @@ import dataclasses
 import tensorflow as tf
 from tensorflow.python.util import nest
 
-from pfor_core import composites, context
+from pfor_core import composites, emit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +110,7 @@ def leading_size(tensors, names, what: str, *, broadcast: bool = False):
     data = [f"pfor: {what} have different leading sizes ({rule}):"]
     for label, size in zip(names, sizes):
         data += [f"{label}:", size if isinstance(size, tf.Tensor) else str(size)]
-    return context.checked(n, tf.reduce_all(fits), data)
+    return emit.checked(n, tf.reduce_all(fits), data)
 
 
 def rows_source(tensor, n, broadcast: bool):

@@ -27,7 +27,7 @@ import tensorflow as tf
 from tensorflow.python.ops import control_flow_util
 
 from pfor_core import chunk_buffers, empty, ragged
-from pfor_core.context import broadcast_invariant
+from pfor_core.layout import broadcast_invariant
 from pfor_core.layout import Stacked
 from pfor_core.ragged import Ragged, Unranked
 

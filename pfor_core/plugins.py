@@ -198,12 +198,6 @@ def default_registry() -> Registry:
     return _DEFAULT[0]
 
 
-def reload_packs() -> Registry:
-    """Forget the registry (and in-process registrations) and load packs again."""
-    _DEFAULT.clear()
-    return default_registry()
-
-
 def register_converter(op_type, *, inputs: str | None = None, priority: int = 0):
     """Decorator: register ``fn(ctx)`` in-process as a converter for ``op_type``.
 

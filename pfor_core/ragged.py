@@ -32,7 +32,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from pfor_core.context import Decline
+from pfor_core.errors import Decline
 from pfor_core.layout import Stacked
 
 

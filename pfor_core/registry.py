@@ -9,7 +9,10 @@ can be listed without running anything. Dispatch looks candidates up once per
 
 A converter registered without ``views=True`` gets every view among its inputs
 materialized (``ConverterEntry.call``), so only converters that declare they know a
-view ever see one.
+view ever see one. A converter registered for view types (``view=ListView``) is tried
+only when an input is one of them, and before every converter that is not: the
+dispatch order of an op is its registrations sorted by (view converters first, the
+more derived view type first, priority, pattern specificity, later registration).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import itertools
 import re
 from typing import Callable, Iterable
 
-from pfor_core.context import Decline
+from pfor_core.errors import Decline
 from pfor_core.layout import LETTERS, View
 
 IN_PROCESS = "<in-process>"
@@ -40,10 +43,29 @@ class ConverterEntry:
     pack: str
     version: str
     seq: int  # registration order; later wins among equals
-    # Takes only values of its own pack's layout types (e.g. a view) and declines the
-    # rest: it goes first, but listings name the next converter as the op's owner.
-    narrow: bool = False
-    views: bool = False  # sees views as they are (else materialized); narrow implies it
+    # Tried only when an input is one of these View types, before other converters;
+    # listings name the next converter as the op's owner.
+    view: tuple = ()
+    # A guard or rewrite that declines most inputs (e.g. a check every op of a family
+    # gets first): tried by priority, but listings name the next converter as the owner.
+    guard: bool = False
+    views: bool = False  # sees views as they are (else materialized); view implies it
+
+    @property
+    def narrow(self) -> bool:
+        """Whether listings skip it as the op's owner (a view converter or a guard)."""
+        return bool(self.view) or self.guard
+
+    def takes(self, layouts) -> bool:
+        """Whether it is tried for these input values (a view converter: only when one
+        is of its view types)."""
+        return not self.view or any(isinstance(v, self.view) for v in layouts)
+
+    @property
+    def order(self) -> tuple:
+        """Sort key of the dispatch order, best first."""
+        depth = max((len(t.__mro__) for t in self.view), default=0)
+        return (not self.view, -depth, -self.priority, -self.specificity, -self.seq)
 
     @property
     def specificity(self) -> int:
@@ -51,7 +73,13 @@ class ConverterEntry:
 
     @property
     def name(self) -> str:
-        return getattr(self.fn, "__qualname__", repr(self.fn))
+        """Where the converter lives: ``module.qualname`` (two converters of one bare
+        name in one pack are told apart)."""
+        qualname = getattr(self.fn, "__qualname__", None)
+        if qualname is None:
+            return repr(self.fn)
+        module = getattr(self.fn, "__module__", None)
+        return f"{module}.{qualname}" if module else qualname
 
     def matches(self, pattern: str) -> bool:
         return pattern_matches(self.inputs, pattern)
@@ -89,6 +117,16 @@ def pattern_matches(spec: str | None, pattern: str) -> bool:
         return False
     return all(s == p or s == "?" or (s == "*" and p in _EITHER)
                for s, p in zip(spec, pattern))
+
+
+def _view_types(view) -> tuple:
+    """``view=`` as a tuple of View subclasses, or a TypeError that says what to pass."""
+    types = tuple(view) if isinstance(view, (tuple, list)) else (view,) if view else ()
+    bad = [t for t in types if not (isinstance(t, type) and issubclass(t, View))]
+    if bad:
+        raise TypeError(f"view must be a subclass of pfor_core.extend.View (or a tuple of "
+                        f"them), got {bad[0]!r}")
+    return types
 
 
 def check_pattern(inputs: str | None) -> None:
@@ -132,16 +170,18 @@ class Registry:
 
     def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
             priority: int = 0, pack: str = IN_PROCESS, version: str = "",
-            narrow: bool = False, views: bool = False) -> None:
+            narrow: bool = False, views: bool = False, view=()) -> None:
         if not callable(fn):
             raise TypeError(f"converter must be callable, got {type(fn).__name__}")
         check_registration(op_types, inputs, priority)
+        view = _view_types(view)
         if isinstance(op_types, str):
             op_types = [op_types]
         for op_type in op_types:
             entry = ConverterEntry(op_type=op_type, fn=fn, inputs=inputs, priority=priority,
                                    pack=pack, version=version, seq=next(self._seq),
-                                   narrow=narrow, views=views or narrow)
+                                   guard=narrow, view=view,
+                                   views=views or narrow or bool(view))
             self._entries.setdefault(op_type, []).append(entry)
         self._cache.clear()
 
@@ -181,7 +221,7 @@ class Registry:
         if found is None:
             found = tuple(sorted(
                 (e for e in self._entries.get(op_type, ()) if e.matches(pattern)),
-                key=lambda e: (-e.priority, -e.specificity, -e.seq)))
+                key=lambda e: e.order))
             self._cache[key] = found
         return found
 
@@ -193,8 +233,7 @@ class Registry:
         types = [op_type] if op_type is not None else self.op_types()
         out = []
         for t in types:
-            out.extend(sorted(self._entries.get(t, ()),
-                              key=lambda e: (-e.priority, -e.specificity, -e.seq)))
+            out.extend(sorted(self._entries.get(t, ()), key=lambda e: e.order))
         return out
 
     def winner(self, op_type: str) -> ConverterEntry | None:
@@ -217,7 +256,8 @@ class PackRegistrar:
         self.count = 0
 
     def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
-            priority: int = 0, narrow: bool = False, views: bool = False) -> None:
+            priority: int = 0, narrow: bool = False, views: bool = False,
+            view=()) -> None:
         """Register ``fn(ctx)`` for each op type in ``op_types``.
 
         :param inputs: the invariance pattern ``fn`` has a code path for, one letter
@@ -230,13 +270,17 @@ class PackRegistrar:
             later registration).
         :param views: ``fn`` takes views (``extend.View``) as they are; otherwise it
             gets them materialized.
-        :param narrow: ``fn`` takes only views of this pack's own types and declines
-            the rest: it goes first, and listings still name the general converter as
-            the op's owner (implies ``views``).
+        :param view: a ``View`` subclass (or a tuple of them): ``fn`` is tried only
+            when an input is of one of these types, and before the converters that
+            are not for views; listings still name the general converter as the op's
+            owner (implies ``views``).
+        :param narrow: ``fn`` is a guard or rewrite that declines most inputs: tried by
+            its priority, but listings name the next converter as the op's owner.
         """
         op_types = [op_types] if isinstance(op_types, str) else list(op_types)
         self._registry.add(op_types, fn, inputs=inputs, priority=priority,
-                           pack=self.pack, version=self.version, narrow=narrow, views=views)
+                           pack=self.pack, version=self.version, narrow=narrow, views=views,
+                           view=view)
         self.count += len(op_types)
 
     def dispatch_invariant(self, op_types: str | Iterable[str]) -> None:

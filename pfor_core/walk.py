@@ -20,9 +20,11 @@ from tensorflow.python.framework import ops
 
 from pfor_core import (collectives, custom, emit, empty, fallback, messages, patterns, results,
                        shapes, uniform_or_loop, unrolled)
-from pfor_core.context import ConvertContext, Decline, broadcast_invariant
-from pfor_core.errors import ConversionError
-from pfor_core.layout import Invariant, Layout, Stacked, View, pattern_of, per_iteration
+from pfor_core.context import ConvertContext
+from pfor_core.options import Options
+from pfor_core.errors import ConversionError, Decline, FallbackWarning
+from pfor_core.layout import (Invariant, Layout, Stacked, View, broadcast_invariant, pattern_of,
+                              per_iteration)
 from pfor_core.ragged import Ragged, Unranked
 
 _MAYBE_COLLECTIVE = frozenset({"Identity", "PlaceholderWithDefault"})
@@ -33,17 +35,10 @@ _SELECTS = dict.fromkeys(["If", "StatelessIf", "Case", "StatelessCase"],
                          "iterations")
 
 # Ops the walk itself handles: identity-like plumbing.
-_PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "PreventGradient",
+PASS_THROUGH = frozenset({"Identity", "IdentityN", "StopGradient", "PreventGradient",
                            "Snapshot"})
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Options:
-    fallback: str = "warn"
-    randomness: str = "different"
-    parallel_iterations: int | str | None = None  # "auto": chosen for memory_budget
-    memory_budget: int | None = None
-    ragged_outputs: bool = False  # outputs whose shape varies come back as tf.RaggedTensor
 
 
 @dataclasses.dataclass
@@ -224,7 +219,7 @@ class Conversion:
         if empty.is_hidden(op):  # a nested pfor's run-time iters: keep it hidden
             return (self._pass_through(op, layouts, pattern) if per_iteration(pattern)
                     else self._reemit(op, layouts))
-        if op.type in _PASS_THROUGH:
+        if op.type in PASS_THROUGH:
             return self._pass_through(op, layouts, pattern)
         reasons, faults = [], []
         self._child_partial = _SELECTS.get(op.type, "") if pattern[:1] in "SR" else ""
@@ -291,7 +286,8 @@ class Conversion:
         if unranked and not any(t.dtype == tf.variant for t in op.outputs):
             return None  # made by the loop, which takes it again (a tensor list it cannot)
         with ops.name_scope(_scope(op)):
-            message = (messages.unranked_uniform if unranked else messages.usually_uniform)(op)
+            message = (messages.unranked_uniform if unranked else messages.usually_uniform)(
+                op, self.registry.library_modules)
             layouts = [v.uniform(message) if isinstance(v, (Ragged, Unranked)) else v
                        for v in layouts]
         pattern = pattern_of(layouts)
@@ -377,7 +373,8 @@ class Conversion:
         control dependencies."""
         self._record(op, "pass-through", stacked=per_iteration(pattern),
                      ragged="R" in pattern)
-        layouts = [_seen_through(v, t) for v, t in zip(layouts, op.outputs)] + list(
+        layouts = [_seen_through(v, t, self.registry.library_modules)
+                   for v, t in zip(layouts, op.outputs)] + list(
             layouts[len(op.outputs):])
         if not op.control_inputs:
             return list(layouts[: len(op.outputs)])
@@ -389,6 +386,8 @@ class Conversion:
         """The converter's checked result, or None when it declines or is broken (it
         raised or returned a bad value: recorded in ``faults``, the op goes on to the
         next converter)."""
+        if not entry.takes(layouts):  # a view converter, and no input is its view
+            return None
         ctx = ConvertContext(op, layouts, pattern, self)
         try:
             with ops.name_scope(_scope(op)):
@@ -421,8 +420,9 @@ class Conversion:
             if key in self.reported.broken:
                 continue
             self.reported.broken.add(key)
-            warnings.warn(messages.broken_converter(entry, op, what), RuntimeWarning,
-                          stacklevel=messages.user_stacklevel())
+            modules = self.registry.library_modules
+            warnings.warn(messages.broken_converter(entry, op, what, modules), RuntimeWarning,
+                          stacklevel=messages.user_stacklevel(modules))
 
     def _fall_back(self, op, layouts, pattern, reasons, faults=()):
         if self.trial:  # ragged where the fallback loop makes it so (fallback.py)
@@ -430,14 +430,15 @@ class Conversion:
             return [_fallback_stand_in(t, self.n_static, ragged) for t in op.outputs]
         mode = self.options.fallback
         if mode == "error":
-            message = messages.conversion_error(op, layouts, reasons, faults)
+            message = messages.conversion_error(op, layouts, reasons, faults, registry=self.registry)
             raise ConversionError(message) from next((e for _, _, e in faults if e), None)
         collectives.refuse_in_fallback(op)
         self._report_faults(op, faults)
         if mode == "warn" and op.type not in self.reported.fallbacks:
             self.reported.fallbacks.add(op.type)
-            warnings.warn(messages.fallback_warning(op, layouts, reasons),
-                          messages.FallbackWarning, stacklevel=messages.user_stacklevel())
+            warnings.warn(messages.fallback_warning(op, layouts, reasons, registry=self.registry),
+                          FallbackWarning,
+                          stacklevel=messages.user_stacklevel(self.registry.library_modules))
         self._record(op, "fallback", stacked=True, reason="; ".join(reasons) or
                      messages.no_converter(op, layouts, self.registry))
         record = self.records[-1]
@@ -495,11 +496,11 @@ def _fallback_stand_in(original, n_static, ragged=True):
         for d in shape.as_list()))
 
 
-def _seen_through(value, tensor):
+def _seen_through(value, tensor, library_modules):
     """A ragged or unranked value as seen through an identity-like body ``tensor``,
     whose static shape may say more (``Ragged.fitted``, ``Unranked.ranked``)."""
     if isinstance(value, Unranked) and tensor.shape.rank is not None:
-        return value.ranked(tensor.shape, messages.rank_differs(tensor))
+        return value.ranked(tensor.shape, messages.rank_differs(tensor, library_modules))
     return value.fitted(tensor.shape) if isinstance(value, Ragged) else value
 
 

@@ -144,10 +144,17 @@ def test_no_command_prints_help(capsys):
     assert "packs" in capsys.readouterr().out
 
 
+def _bare(name: str) -> str:
+    """A converter's name without its module (``pkg.module.convert_x`` -> ``convert_x``)."""
+    return name.rsplit(".", 1)[-1]
+
+
 def test_ops_patterns_lists_who_converts_which_inputs(capsys):
     assert cli.main(["ops", "--patterns", "--json"]) == 0
     rows = {(r["op_type"], r["inputs"]): r for r in json.loads(capsys.readouterr().out)}
-    matmul = {p: rows[("MatMul", p)]["converter"] for p in ("SU", "US", "SS")}
+    # Names say where the converter lives: module-qualified.
+    assert rows[("MatMul", "SU")]["converter"].startswith("pfor_converters_math.")
+    matmul = {p: _bare(rows[("MatMul", p)]["converter"]) for p in ("SU", "US", "SS")}
     assert matmul == {"SU": "convert_matmul_stacked_invariant",
                       "US": "convert_matmul_invariant_stacked",
                       "SS": "convert_matmul_stacked_stacked"}
@@ -155,11 +162,11 @@ def test_ops_patterns_lists_who_converts_which_inputs(capsys):
     assert rows[("Sum", "SS")]["converter"] == "fallback"  # a per-iteration axis
     # Narrow converters (views only) go first but do not own the pattern.
     sliced = rows[("StridedSlice", "SUUU")]
-    assert (sliced["converter"], sliced["pack"]) == ("convert_strided_slice",
+    assert (_bare(sliced["converter"]), sliced["pack"]) == ("convert_strided_slice",
                                                      "pfor-converters-math")
     assert any("convert_item_slice" in c for c in sliced["narrow"])
     # Stateful ops are dispatched with all-invariant inputs too.
-    assert rows[("RandomUniform", "U")]["converter"] == "convert_shaped"
+    assert _bare(rows[("RandomUniform", "U")]["converter"]) == "convert_shaped"
     assert rows[("RandomUniform", "S")]["converter"] == "fallback"
 
 
@@ -168,5 +175,6 @@ def test_ops_patterns_table_and_pack_filter(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["op", "type", "inputs", "converter"]
     conv = [line.split() for line in lines if line.startswith("Conv2D ")]
-    assert ["Conv2D", "SU", "convert_conv_folded", "pfor-converters-nn"] in [c[:4] for c in conv]
+    assert ["Conv2D", "SU", "convert_conv_folded", "pfor-converters-nn"] in [
+        [c[0], c[1], _bare(c[2]), c[3]] for c in conv]
     assert not any(line.startswith("MatMul ") for line in lines)

@@ -45,6 +45,20 @@ def test_every_converter_api_name_is_documented_in_the_extending_page():
     assert not undocumented, f"pfor_core.extend names without a docstring: {undocumented}"
 
 
+def test_every_testing_kit_name_is_documented_in_the_extending_page():
+    from pfor_core import testing  # pylint: disable=import-outside-toplevel
+
+    text = (DOCS / "extending.rst").read_text(encoding="utf-8")
+    directive = re.compile(r"^\.\. (?:auto\w+|py:\w+):: (?:pfor_core\.testing\.)?(\w+)\s*$",
+                           re.MULTILINE)
+    documented = set(directive.findall(text.split(".. currentmodule:: pfor_core.testing", 1)[-1]))
+    missing = sorted(set(testing.__all__) - documented)
+    assert not missing, f"pfor_core.testing names not documented in docs/extending.rst: {missing}"
+    undocumented = sorted(n for n in testing.__all__ if callable(getattr(testing, n))
+                          and not inspect.getdoc(getattr(testing, n)))
+    assert not undocumented, f"pfor_core.testing names without a docstring: {undocumented}"
+
+
 def test_every_hook_is_documented():
     hooks = {name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
              if name.startswith("pfor_")}

@@ -49,9 +49,26 @@ def test_every_public_callable_has_an_example():
     assert not without, f"public callables whose docstring has no >>> example: {without}"
 
 
-@pytest.mark.parametrize("name", sorted(PUBLIC))
+def _kit_examples() -> dict[str, object]:
+    """The converter API's and the testing kit's names whose docstrings hold examples."""
+    from pfor_core import extend, testing  # pylint: disable=import-outside-toplevel
+
+    return {f"{module.__name__}.{n}": getattr(module, n) for module in (extend, testing)
+            for n in module.__all__ if ">>>" in (inspect.getdoc(getattr(module, n)) or "")
+            and (inspect.isfunction(getattr(module, n)) or inspect.isclass(getattr(module, n)))}
+
+
+KIT = _kit_examples()
+
+
+def test_the_kit_has_examples():
+    assert "pfor_core.testing.assert_matches_loop" in KIT
+    assert "pfor_core.extend.op_types_of" in KIT
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC) + sorted(KIT))
 def test_examples_run(name):
-    obj = PUBLIC[name]
+    obj = PUBLIC.get(name) or KIT[name]
     finder = doctest.DocTestFinder(recurse=False)
     module = inspect.getmodule(obj)
     tests = [t for t in finder.find(obj, name=name, module=module, globs={}) if t.examples]

@@ -29,12 +29,13 @@ CHECK = textwrap.dedent("""
                          check=True).stdout
     dawsn = [row for row in json.loads(ops) if row["op_type"] == "Dawsn"][0]
     assert (dawsn["pack"], dawsn["converter"], dawsn["priority"]) == (
-        "pfor-converters-example", "convert_dawsn", 10), dawsn
+        "pfor-converters-example", "pfor_converters_example.special.convert_dawsn", 10), dawsn
     assert ("pfor-converters-math", "shadowed") in {
         (e["pack"], e["status"]) for e in dawsn["entries"]}, dawsn
     patterns = subprocess.run(pfor_cli + ["ops", "--patterns", "--pack", "pfor-converters-example"],
                               capture_output=True, text=True, check=True).stdout
-    rows = {tuple(line.split()[:3]) for line in patterns.splitlines()}
+    rows = {(*line.split()[:2], line.split()[2].rsplit(".", 1)[-1])
+            for line in patterns.splitlines() if len(line.split()) > 2}
     assert {("Gather", "US", "convert_gather_invariant_params"),
             ("Gather", "SU", "convert_gather_stacked_params"),
             ("Gather", "SS", "convert_gather_stacked_both"), ("Dawsn", "S", "convert_dawsn")} <= rows, patterns

@@ -91,7 +91,7 @@ def test_library_modules_are_kept_from_autograph_and_from_messages(pack, tmp_pat
     assert module in registry.library_modules
     rules = [r for r in config.CONVERSION_RULES if getattr(r, "_prefix", None) == module]
     assert rules and rules[0].get_action(sys.modules[module]).name == "DO_NOT_CONVERT"
-    dirs = messages._library_dirs()  # pylint: disable=protected-access
+    dirs = messages.library_dirs(registry.library_modules)
     assert not any(str(tmp_path) in d for d in dirs)  # a module file, not a package
     assert messages.is_library_file(plugins.__file__, dirs)
 

@@ -134,7 +134,7 @@ def test_provenance_and_remove_pack():
     assert {(e.op_type, e.pack, e.version) for e in registry.entries() if e.fn is convert} == {
         ("Exp", "pack-a", "2.0.1"), ("Log", "pack-a", "2.0.1")}
     assert registry.winner("Exp").pack == IN_PROCESS
-    assert registry.entries("Exp")[0].name == other.__qualname__
+    assert registry.entries("Exp")[0].name == f"{__name__}.{other.__qualname__}"
     registry.remove_pack("pack-a")
     assert registry.op_types() == ["Exp"]
     assert [e.pack for e in registry.entries("Exp")] == [IN_PROCESS]

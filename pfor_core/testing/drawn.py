@@ -5,10 +5,10 @@ only TensorFlow and numpy.)"""
 
 from __future__ import annotations
 
-from pfor_core.testing.loop import MODES, check_op
+from pfor_core.testing.loop import DRAWN_MODES, RUN_MODES, check_op
 
 
-def check(data, fn, args, *, stacked, n: int, modes=MODES, **tolerance):
+def check(data, fn, args, *, stacked, n: int, modes=DRAWN_MODES, **tolerance):
     """``check_op(fn, args, stacked=..., n=...)`` in a mode drawn from ``modes`` with
     ``data`` (hypothesis' ``st.data()``): eagerly, inside a ``tf.function`` with a
     run-time loop length, or with inputs of unknown dimensions. Runs with
@@ -19,7 +19,7 @@ def check(data, fn, args, *, stacked, n: int, modes=MODES, **tolerance):
     return check_op(fn, args, stacked=stacked, n=n, mode=mode, **tolerance)
 
 
-def check_inputs(data, fn, shapes, dtypes, *, n=None, layouts=None, modes=MODES,
+def check_inputs(data, fn, shapes, dtypes, *, n=None, layouts=None, modes=DRAWN_MODES,
                  low: float = -3.0, high: float = 3.0, **tolerance):
     """Draw the loop length, each input's layout and values (``strategies.inputs``) and
     a mode, then ``check``: one line for a property test of an op over every layout.
@@ -39,3 +39,19 @@ def check_inputs(data, fn, shapes, dtypes, *, n=None, layouts=None, modes=MODES,
                                         high=high), label="inputs")
     return check(data, fn, list(drawn.values), stacked=drawn.stacked, n=drawn.n,
                  modes=modes, **tolerance)
+
+
+def draw_modes(data, choices=RUN_MODES) -> tuple[str]:
+    """One mode of ``choices`` drawn per example (the examples cover all of them), as
+    ``assert_matches_loop(..., modes=...)`` takes it."""
+    from hypothesis import strategies as st  # pylint: disable=import-outside-toplevel
+
+    return (data.draw(st.sampled_from(choices), label="mode"),)
+
+
+def lengths_strategy(n: int, max_len: int):
+    """Hypothesis: ``n`` per-iteration lengths in 0..max_len (0 included), for
+    ``testing.rows``."""
+    from hypothesis import strategies as st  # pylint: disable=import-outside-toplevel
+
+    return st.lists(st.integers(0, max_len), min_size=n, max_size=n)

@@ -118,27 +118,158 @@ def _assert_rows_close(actual, expected, rtol, atol, what):
                     atol=atol, what=what)
 
 
-def assert_matches_loop(loop_fn, iters: int, *, fallback: str = "error", rtol=None, atol=None,
-                        graph: bool = False, **pfor_kwargs):
-    """Assert ``pf.pfor(loop_fn, iters)`` equals the sequential loop.
+# How the kit runs pfor: eagerly; inside a tf.function with iters a run-time tensor;
+# inside one whose inputs also have unknown dimensions (``check_op`` only: it knows the
+# inputs); in chunks (``parallel_iterations=2``); compiled by XLA (``jit_compile=True``);
+# nested, as the body of an outer ``pf.pfor`` over two iterations.
+MODES = ("eager", "graph", "unknown_shapes", "chunked", "xla", "nested")
+# What ``check`` draws from by default: the modes every converter must pass.
+DRAWN_MODES = MODES[:3]
+# The ways to run one graph of the body (no XLA, no other shapes): what a check of a
+# body with ragged values runs by default.
+RUN_MODES = ("eager", "graph", "chunked")
+
+
+def run_in_mode(loop_fn, iters: int, mode: str, **pfor_kwargs):
+    """``pf.pfor(loop_fn, iters, **pfor_kwargs)`` run the way ``mode`` says (one of
+    ``MODES`` but ``unknown_shapes``). For ``nested`` the result is the outer loop's:
+    one leading axis of 2 more."""
+    if mode == "eager":
+        return api.pfor(loop_fn, iters, **pfor_kwargs)
+    if mode == "chunked":
+        return api.pfor(loop_fn, iters, **{"parallel_iterations": 2, **pfor_kwargs})
+    if mode == "graph":
+        return tf.function(lambda k: api.pfor(loop_fn, k, **pfor_kwargs),
+                           autograph=False)(tf.constant(iters))
+    if mode == "xla":
+        return tf.function(lambda: api.pfor(loop_fn, iters, **pfor_kwargs),
+                           autograph=False, jit_compile=True)()
+    if mode == "nested":
+        return api.pfor(lambda _: api.pfor(loop_fn, iters, **pfor_kwargs), 2,
+                        fallback=pfor_kwargs.get("fallback", "error"))
+    raise ValueError(f"mode={mode!r} is not one of {MODES} (unknown_shapes: use check_op)")
+
+
+def assert_matches_loop(loop_fn, iters: int, *, modes=("eager",), ragged: bool = False,
+                        fallback: str = "error", rtol=None, atol=None, graph: bool = False,
+                        **pfor_kwargs):
+    """Assert ``pf.pfor(loop_fn, iters)`` equals the sequential loop in every mode of
+    ``modes`` (see ``MODES``; the loop runs once for all of them).
 
     With ``fallback="error"`` (the default) a conversion that would need the fallback
-    raises, so passing also means nothing fell back. ``graph=True`` also checks the
-    result inside a ``tf.function`` with ``iters`` known only at run time.
-    Returns the pfor result.
+    raises, so passing also means nothing fell back. ``graph=True`` adds the mode
+    ``"graph"``. ``ragged=True``: the body returns one tensor whose shape may differ
+    per iteration, compared row by row (pfor with ``ragged_outputs=True``). With
+    ``iters == 0`` the result's dtype and per-iteration shape are checked against the
+    body's. Returns the result of the first mode.
+
+    >>> import tensorflow as tf
+    >>> from pfor_core import testing
+    >>> x, n = tf.ones([3, 4]), tf.constant([2, 0, 4])
+    >>> _ = testing.assert_matches_loop(lambda i: tf.reduce_sum(testing.rows(x, n, i)), 3,
+    ...                                 modes=("eager", "graph", "chunked"))
     """
+    modes = tuple(modes) + (("graph",) if graph and "graph" not in modes else ())
+    if not modes or any(m not in MODES or m == "unknown_shapes" for m in modes):
+        raise ValueError(f"modes={modes!r}: give modes of {MODES} but unknown_shapes "
+                         "(which check_op runs)")
+    if ragged:
+        pfor_kwargs["ragged_outputs"] = True
+    results = []
     with warnings.catch_warnings():
         warnings.simplefilter("error", category=_fallback_warning())
-        got = api.pfor(loop_fn, iters, fallback=fallback, **pfor_kwargs)
-        if graph:
-            fn = tf.function(lambda n: api.pfor(loop_fn, n, fallback=fallback, **pfor_kwargs),
-                             autograph=False)
-            got_graph = fn(tf.constant(iters))
-    expected = sequential(loop_fn, iters)
-    assert_same_results(got, expected, rtol=rtol, atol=atol)
-    if graph:
-        assert_same_results(got_graph, expected, rtol=rtol, atol=atol, where=" (tf.function)")
-    return got
+        for mode in modes:
+            results.append(run_in_mode(loop_fn, iters, mode, fallback=fallback, **pfor_kwargs))
+    if ragged:
+        expected = [loop_fn(tf.constant(j)) for j in range(iters)]
+    else:
+        expected = sequential(loop_fn, iters)
+    for mode, got in zip(modes, results):
+        where = f" ({mode})"
+        for outer in ([got[0], got[1]] if mode == "nested" and iters else [got]):
+            if ragged:
+                assert_rows_match(outer, expected, rtol=rtol, atol=atol, where=where)
+            elif expected is None:
+                _assert_empty_like_body(outer, loop_fn, where)
+            else:
+                assert_same_results(outer, expected, rtol=rtol, atol=atol, where=where)
+    return results[0]
+
+
+def _assert_empty_like_body(got, loop_fn, where: str) -> None:
+    """At ``iters == 0``: no rows, and each output has the body's dtype and a shape the
+    body's per-iteration shape allows."""
+    traced = tf.function(loop_fn, autograph=False).get_concrete_function(
+        tf.TensorSpec([], tf.int32)).structured_outputs
+    got_leaves = tf.nest.flatten(got, expand_composites=False)
+    want_leaves = tf.nest.flatten(traced, expand_composites=False)
+    assert len(got_leaves) == len(want_leaves), (
+        f"iters=0 gave {len(got_leaves)} outputs, the body returns {len(want_leaves)}{where}")
+    for k, (a, e) in enumerate(zip(got_leaves, want_leaves)):
+        if a is None or e is None:
+            assert a is e, f"output {k}{where}: {a!r:.100} where the body gives {e!r:.100}"
+            continue
+        assert int(a.shape[0]) == 0, f"iters=0 gave leading dimension {a.shape[0]}{where}"
+        assert a.dtype == e.dtype, (f"output {k}{where}: dtype {a.dtype.name} where the body's "
+                                    f"is {e.dtype.name}")
+        if not isinstance(a, tf.RaggedTensor) and e.shape.rank is not None:
+            assert e.shape.is_compatible_with(a.shape[1:]), (
+                f"output {k}{where}: per-iteration shape {a.shape[1:]} where the body's is "
+                f"{e.shape}")
+
+
+def rows(x, lengths, i):
+    """Iteration i's ragged value: the first ``lengths[i]`` rows of ``x[i]`` (a body
+    makes a value whose shape differs between iterations with it)."""
+    return tf.gather(x, i)[:tf.gather(lengths, i)]
+
+
+def assert_rows_match(got, expected_rows, *, rtol=None, atol=None, where=""):
+    """A (ragged) pfor result against the loop's values, one per iteration (rows with no
+    element are compared by their number of elements only)."""
+    count = int(got.nrows() if isinstance(got, tf.RaggedTensor) else got.shape[0])
+    assert count == len(expected_rows), f"{count} rows, {len(expected_rows)} iterations{where}"
+    for j, e in enumerate(expected_rows):
+        e = tf.convert_to_tensor(e)
+        row = got[j]
+        if isinstance(row, tf.RaggedTensor):
+            size = row.flat_values.shape.num_elements()
+            assert size == e.shape.num_elements(), (
+                f"row {j}: {size} elements, the loop's has shape {e.shape}{where}")
+            if size == 0:
+                continue
+            row = row.to_tensor()
+        assert_allclose(row, e, rtol=rtol, atol=atol, what=f"row {j}{where}")
+
+
+def assert_gradients_match(loop_fn, sources, iters: int, *, chunked: bool = False,
+                           rtol=1e-4, atol=1e-5):
+    """Gradients of ``sum(w * loop_fn(i))`` (fixed weights; the body returns one shape)
+    with respect to ``sources`` (tensors the body captures), through pfor and through
+    the loop: equal, and NaN-free wherever the loop's are."""
+    sources = list(sources)
+
+    def loss(values):
+        values = tf.convert_to_tensor(values)
+        weights = tf.cos(tf.reshape(tf.range(tf.size(values), dtype=tf.float32) * 0.7,
+                                    tf.shape(values)))
+        return tf.reduce_sum(tf.cast(values, tf.float32) * weights)
+
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(sources)
+        got = api.pfor(loop_fn, iters, fallback="error",
+                       **({"parallel_iterations": 2} if chunked else {}))
+        expected = tf.stack([loop_fn(tf.constant(j)) for j in range(iters)])
+        l_got, l_expected = loss(got), loss(expected)
+    g_got = tape.gradient(l_got, sources)
+    g_expected = tape.gradient(l_expected, sources)
+    for k, (a, e) in enumerate(zip(g_got, g_expected)):
+        a = tf.zeros_like(sources[k]) if a is None else tf.convert_to_tensor(a)
+        e = tf.zeros_like(sources[k]) if e is None else tf.convert_to_tensor(e)
+        finite = np.isfinite(e.numpy())
+        assert np.all(np.isfinite(a.numpy())[finite]), (
+            f"gradient {k}: NaN/inf where the loop's is finite")
+        assert_allclose(a, e, rtol=rtol, atol=atol, what=f"gradient {k}")
 
 
 def assert_fails_like_loop(loop_fn, iters: int, *, error=tf.errors.InvalidArgumentError,
@@ -217,11 +348,6 @@ def loop_fn_for(op_fn, args, stacked, **kwargs):
     return loop_fn
 
 
-# How ``check_op`` runs pfor: eagerly; inside a tf.function with iters a run-time
-# tensor; inside one whose inputs also have unknown dimensions (dynamic paths).
-MODES = ("eager", "graph", "unknown_shapes")
-
-
 def check_op(op_fn, args, *, stacked, n: int, rtol=None, atol=None, mode: str = "eager",
              ragged_outputs: bool = False, **kwargs):
     """Check ``op_fn(*args)`` under pfor for one invariance combination.
@@ -240,7 +366,7 @@ def check_op(op_fn, args, *, stacked, n: int, rtol=None, atol=None, mode: str = 
         return check_op_unknown_shapes(op_fn, args, stacked=stacked, n=n, rtol=rtol,
                                        atol=atol, ragged_outputs=ragged_outputs, **kwargs)
     return assert_matches_loop(loop_fn_for(op_fn, args, stacked, **kwargs), n,
-                               rtol=rtol, atol=atol, graph=mode == "graph",
+                               rtol=rtol, atol=atol, modes=(mode,),
                                ragged_outputs=ragged_outputs)
 
 

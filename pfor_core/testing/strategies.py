@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from hypothesis import strategies as st
 
-from pfor_core.testing.loop import MODES, RaggedArg
+from pfor_core.testing.loop import DRAWN_MODES, RaggedArg
 
 STACKED, INVARIANT, RAGGED = "S", "U", "R"
 LAYOUTS = (STACKED, INVARIANT)
@@ -44,7 +44,7 @@ def modes(*, unknown_shapes: bool = True):
     """How ``check_op`` runs pfor (``loop.MODES``): eagerly, in a ``tf.function`` with a
     run-time loop length, and (unless ``unknown_shapes=False``) with inputs of unknown
     dimensions, which exercises converters' dynamic paths."""
-    return st.sampled_from(MODES if unknown_shapes else MODES[:2])
+    return st.sampled_from(DRAWN_MODES if unknown_shapes else DRAWN_MODES[:2])
 
 
 def layouts(count: int, *, choices=LAYOUTS, require_stacked: bool = True, fixed=None):
