@@ -8,6 +8,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.eager import execute
 from tensorflow.python.framework import ops
+from tensorflow.python.ops import control_flow_util
 
 # Attrs that describe the op's place in the body graph, not its computation.
 _SKIP_ATTRS = frozenset({"_class", "_output_shapes"})

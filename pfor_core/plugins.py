@@ -214,7 +214,7 @@ def register_converter(op_type, *, inputs: str | None = None, priority: int = 0)
     >>> pf.pfor(body, 2, fallback="error").numpy().round(3)
     array([0.   , 1.175], dtype=float32)
     >>> [row.converter for row in pf.explain(body, 2).rows if row.op_type == "Sinh"]
-    ['convert_sinh']
+    ['__main__.convert_sinh']
     >>> pf.default_registry().remove("Sinh", convert_sinh)
     """
     check_registration(op_type, inputs, priority)  # at the call, not at decoration

@@ -96,7 +96,8 @@ def override_gather():
 
 def test_ops_shows_winner_and_shadowed(capsys, override_gather):
     gather = {r["op_type"]: r for r in run_json(capsys, "ops")}["GatherV2"]
-    assert (gather["pack"], gather["converter"]) == (IN_PROCESS, override_gather.__qualname__)
+    assert (gather["pack"], gather["converter"]) == (
+        IN_PROCESS, f"{override_gather.__module__}.{override_gather.__qualname__}")
     statuses = {e["pack"]: e["status"] for e in gather["entries"]}
     assert statuses[IN_PROCESS] == "winner"
     # inputs=None accepts every pattern, so the math pack's entries are shadowed.

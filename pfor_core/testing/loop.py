@@ -33,6 +33,7 @@ TOLERANCES = {
 
 
 def tolerance(dtype) -> tuple[float, float]:
+    """``(rtol, atol)`` for comparing values of ``dtype`` (exact for other dtypes)."""
     return TOLERANCES.get(tf.as_dtype(dtype), (0.0, 0.0))
 
 
@@ -73,6 +74,8 @@ def _stack_rows(rows):
 
 
 def assert_allclose(actual, expected, *, rtol=None, atol=None, what="output"):
+    """Equal dtypes and shapes, and values close within the dtype's tolerance (exactly
+    equal for integers, strings and booleans); ragged values row by row."""
     if isinstance(actual, tf.RaggedTensor) or isinstance(expected, tf.RaggedTensor):
         _assert_rows_close(actual, expected, rtol, atol, what)
         return
