@@ -286,10 +286,7 @@ def convert_depthwise(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    from pfor_converters_nn import conv_grad
-
     ops = ["Conv2D", "Conv3D", "DepthwiseConv2dNative"]
     registry.add(ops, convert_conv_folded, inputs="SU")
     registry.add(["Conv2D", "Conv3D"], convert_conv_stacked_filter, inputs="*S")
     registry.add("DepthwiseConv2dNative", convert_depthwise, inputs="*S")
-    conv_grad.register(registry)
