@@ -69,7 +69,8 @@ def fold_batch(batch_inputs: int, empty_like: int | None = None):
             # every op here keeps its input's rank (and the gradients its shape).
             t.set_shape(folded[empty_like].shape if empty_like is not None
                         else [None] * folded[0].shape.rank)
-        return [Stacked(tensor=unfold_from_batch(t, ctx.n_dim, batch_of(ctx, stacked))) for t in out]
+        batch = batch_of(ctx, stacked)
+        return [Stacked(tensor=unfold_from_batch(t, ctx.n_dim, batch)) for t in out]
 
     return convert_fold_batch
 
