@@ -1,5 +1,5 @@
 """Activations and their gradient ops against the sequential loop, every invariance mix;
-and activations, Softmax/LogSoftmax of ragged values (x[:n_i]), over a varying last axis
+and activations, Softmax/LogSoftmax, BiasAdd of ragged values (x[:n_i]), over a varying last axis
 (attention weights) and a fixed one, with gradients free of the padding's NaN (softmax
 of an empty row)."""
 
@@ -98,12 +98,14 @@ def test_gradients_through_activation(name, shape, dtype, alpha, n, data):
     testing.assert_matches_loop(loop_fn, n, graph=data.draw(st.booleans()))
 
 
-# Ragged values (pattern letter R).
+# Ragged values (pattern letter R), BiasAdd's among them. The tests keep the names and
+# source they had in test_ragged_activations.py: hypothesis derandomizes by source, so
+# they draw the same examples as before the move.
 
 WIDTH, D = 5, 3
 
 
-def _draw_ragged(data):
+def _draw(data):
     n = data.draw(st.integers(0, 4), label="n")
     lengths = tf.constant(data.draw(rl.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
     size = n * WIDTH * D
@@ -113,31 +115,32 @@ def _draw_ragged(data):
     return n, lengths, x
 
 
-RAGGED_BODIES = {
+BODIES = {
     "relu": tf.nn.relu, "elu": tf.nn.elu, "selu": tf.nn.selu, "softplus": tf.nn.softplus,
     "leaky_relu": tf.nn.leaky_relu, "relu6": tf.nn.relu6, "softsign": tf.nn.softsign,
     "softmax_fixed": tf.nn.softmax, "log_softmax_fixed": tf.nn.log_softmax,
     "softmax_varying": lambda r: tf.nn.softmax(tf.transpose(r)),
     "log_softmax_varying": lambda r: tf.nn.log_softmax(tf.matmul(r, r, transpose_b=True)),
+    "bias_add": lambda r: tf.nn.bias_add(r, tf.constant([1.0, -2.0, 0.5])),
 }
 
 
 @settings(max_examples=30)
 @given(data=st.data())
-def test_ragged_activations(data):
-    n, lengths, x = _draw_ragged(data)
-    name = data.draw(st.sampled_from(sorted(RAGGED_BODIES)), label="body")
-    rl.assert_matches_loop(lambda i: RAGGED_BODIES[name](rl.rows(x, lengths, i)), n, ragged=True,
+def test_activations(data):
+    n, lengths, x = _draw(data)
+    name = data.draw(st.sampled_from(sorted(BODIES)), label="body")
+    rl.assert_matches_loop(lambda i: BODIES[name](rl.rows(x, lengths, i)), n, ragged=True,
                            modes=rl.modes(data))
 
 
 @settings(max_examples=12)
 @given(data=st.data())
-def test_ragged_gradients(data):
-    n, lengths, x = _draw_ragged(data)
-    name = data.draw(st.sampled_from(sorted(RAGGED_BODIES)), label="body")
+def test_gradients(data):
+    n, lengths, x = _draw(data)
+    name = data.draw(st.sampled_from(sorted(BODIES)), label="body")
     rl.assert_gradients_match(
-        lambda i: tf.reduce_sum(RAGGED_BODIES[name](rl.rows(x, lengths, i)) ** 2), [x], n,
+        lambda i: tf.reduce_sum(BODIES[name](rl.rows(x, lengths, i)) ** 2), [x], n,
         chunked=data.draw(st.booleans(), label="chunked"))
 
 

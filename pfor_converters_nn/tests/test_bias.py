@@ -1,13 +1,12 @@
-"""BiasAdd against the sequential loop, every invariance mix, both data formats; and
-BiasAdd of ragged values (x[:n_i]) over a varying and a fixed axis, with gradients."""
+"""BiasAdd against the sequential loop, every invariance mix, both data formats (ragged
+values: test_activations.py, beside the activations they share their cases with)."""
 
 import numpy as np
 import tensorflow as tf
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pfor_core import testing
-from pfor_core.testing import ragged_loop as rl
 
 
 @given(rank=st.integers(2, 4), channels=st.integers(1, 3), n=st.integers(0, 3),
@@ -66,39 +65,3 @@ def test_bias_add_grad(rank, channels, n, channels_first, mode, seed):
         return tape.gradient(loss, b)
 
     testing.check_op(body, [grad, bias], stacked=[True, bias_stacked], n=n, mode=mode)
-
-
-# Ragged values (pattern letter R).
-
-WIDTH, D = 5, 3
-
-
-def _draw_ragged(data):
-    n = data.draw(st.integers(0, 4), label="n")
-    lengths = tf.constant(data.draw(rl.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
-    size = n * WIDTH * D
-    x = tf.constant(np.asarray(data.draw(st.lists(st.floats(-3, 3, width=32), min_size=size,
-                                                  max_size=size), label="x"),
-                               np.float32).reshape([n, WIDTH, D]))
-    return n, lengths, x
-
-
-def _ragged_bias_add(r):
-    return tf.nn.bias_add(r, tf.constant([1.0, -2.0, 0.5]))
-
-
-@settings(max_examples=30)
-@given(data=st.data())
-def test_ragged_bias_add(data):
-    n, lengths, x = _draw_ragged(data)
-    rl.assert_matches_loop(lambda i: _ragged_bias_add(rl.rows(x, lengths, i)), n, ragged=True,
-                           modes=rl.modes(data))
-
-
-@settings(max_examples=12)
-@given(data=st.data())
-def test_ragged_bias_add_gradients(data):
-    n, lengths, x = _draw_ragged(data)
-    rl.assert_gradients_match(
-        lambda i: tf.reduce_sum(_ragged_bias_add(rl.rows(x, lengths, i)) ** 2), [x], n,
-        chunked=data.draw(st.booleans(), label="chunked"))
