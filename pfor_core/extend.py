@@ -13,7 +13,8 @@ project's own packs. docs/extending.rst documents every name below.
   ``ctx.convert_function`` returns), and ``Decline``, the one way to decline.
 - ``shapes``: shape helpers that stay static where shapes are known.
 - Registration patterns, converters for whole families of ops: ``elementwise``,
-  ``broadcasting``, ``batch_polymorphic``.
+  ``broadcasting``, ``batch_polymorphic``; and the pattern helpers ``fold_into_batch``
+  / ``unfold_from_batch`` (the stacked axis folded into a kernel's batch axis and back).
 - ``PackRegistrar`` (what the ``pfor_register_converters`` hook receives),
   ``op_types_of`` (the op types a registration function adds), the hook marker
   ``hookimpl`` and ``ConversionError`` (raise it when the body itself is wrong).
@@ -34,7 +35,8 @@ from pfor_core.context import ConvertContext, Converted
 from pfor_core.errors import ConversionError, Decline
 from pfor_core.hookspecs import hookimpl
 from pfor_core.layout import Invariant, Stacked, View
-from pfor_core.patterns import batch_polymorphic, broadcasting, elementwise
+from pfor_core.patterns import (batch_polymorphic, broadcasting, elementwise, fold_into_batch,
+                                unfold_from_batch)
 from pfor_core.ragged import NotStacked, Ragged, usually_uniform
 from pfor_core.ragged import from_flat as ragged_from_flat
 from pfor_core.registry import PackRegistrar, op_types_of
@@ -42,6 +44,6 @@ from pfor_core.registry import PackRegistrar, op_types_of
 __all__ = [
     "ConversionError", "ConvertContext", "Converted", "Decline", "Invariant", "NotStacked",
     "PackRegistrar", "Ragged", "Stacked", "View", "batch_polymorphic", "broadcasting",
-    "elementwise", "hookimpl", "op_types_of", "ragged_from_flat", "shapes",
-    "usually_uniform",
+    "elementwise", "fold_into_batch", "hookimpl", "op_types_of", "ragged_from_flat",
+    "shapes", "unfold_from_batch", "usually_uniform",
 ]

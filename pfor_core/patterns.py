@@ -6,6 +6,10 @@
   after the stacked axis so every input lines up from the right.
 - ``batch_polymorphic(batched_inputs)``: ops whose kernels already accept leading batch
   dimensions (most of tf.linalg); the stacked axis is one more batch dimension.
+- ``fold_into_batch`` / ``unfold_from_batch``: for kernels that treat the entries of
+  their batch axis (axis 0) independently (pooling, convolutions, image ops): the
+  stacked axis folds into the batch, ``[n, b, ...] -> [n*b, ...]``, one op runs, and
+  its result splits back.
 """
 
 from __future__ import annotations
@@ -32,6 +36,39 @@ def broadcasting(ctx):
                else shapes.lift_contraction(v.tensor, rank + 1) if isinstance(rank, int)
                else v.tensor for v in ctx.inputs]
     return ctx.emit_stacked(*tensors)
+
+
+def fold_into_batch(tensor, n=None):
+    """A stacked tensor ``[n, b, ...]`` as one batch ``[n*b, ...]`` (``n``, the loop
+    length as an int or scalar tensor, keeps the result's static shape where known).
+
+    Where the tensor was just split from that very shape (a folded op's output), the
+    unsplit tensor is returned, so that folded ops stay adjacent for grappler.
+
+    >>> import tensorflow as tf
+    >>> fold_into_batch(tf.zeros([2, 3, 4])).shape
+    TensorShape([6, 4])
+    """
+    return shapes.merge_leading(tensor, 2, n)
+
+
+def unfold_from_batch(tensor, n, batch, shape=None):
+    """Undo ``fold_into_batch``: ``[n*b, ...] -> [n, b, ...]``.
+
+    ``n`` and ``batch`` (b) are ints or scalar tensors; b comes from an input, so that
+    ``n == 0`` keeps the per-iteration batch size instead of dividing by zero.
+    ``shape``, if given, is a ``tf.TensorShape`` of known rank for one iteration's
+    result, batch first (e.g. the op's static output shape): its known dimensions after
+    the batch replace the tensor's (kernels give odd shapes for an empty batch).
+
+    >>> import tensorflow as tf
+    >>> unfold_from_batch(tf.zeros([6, 4]), 2, 3).shape
+    TensorShape([2, 3, 4])
+    """
+    rest = shapes.dims(tensor)[1:]
+    if shape is not None:
+        rest = [s if s is not None else rest[k] for k, s in enumerate(shape.as_list()[1:])]
+    return shapes.reshape(tensor, [n, batch] + rest)
 
 
 def _input_indices(batched_inputs) -> frozenset:

@@ -1,4 +1,5 @@
-"""BiasAdd against the sequential loop, every invariance mix, both data formats."""
+"""BiasAdd against the sequential loop, every invariance mix, both data formats (ragged
+values: test_activations.py, beside the activations they share their cases with)."""
 
 import numpy as np
 import tensorflow as tf

@@ -8,11 +8,21 @@ The gradient ops (ReluGrad(gradients, features), EluGrad(gradients, outputs), ..
 are elementwise too, but their kernels need both inputs of one shape and do not
 broadcast: with both stacked they run as they are; an invariant operand is broadcast to
 the stacked shape first (the kernel leaves no cheaper choice).
+
+Ragged values (pattern letter R): an activation runs on the padded tensor, whose
+padding is then zeroed again by a select (a gradient never crosses it). Softmax and
+LogSoftmax normalize over the last axis: when that axis varies per iteration the
+padding is set to -inf first, so it gets probability 0 and the valid entries normalize
+among themselves; a row with no valid entry (an empty iteration, or padding in another
+dimension) comes out NaN and is masked like all padding.
 """
 
 from __future__ import annotations
 
-from pfor_core.extend import Stacked
+import numpy as np
+import tensorflow as tf
+
+from pfor_core.extend import Ragged, Stacked
 from pfor_converters_nn.unfolded import before_unfold
 
 ACTIVATIONS = ["Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Softplus", "Softsign"]
@@ -45,8 +55,36 @@ def convert_equal_shapes(ctx):
     return ctx.emit_stacked(*tensors)
 
 
+def masked(tensor, lengths) -> Ragged:
+    """A ragged value of ``tensor``'s padded entries, its padding zeroed again."""
+    value = Ragged(padded=tensor, lengths=lengths)
+    return value.with_padded(value.masked())
+
+
+def convert_activation_ragged(ctx):
+    """A ragged value: the op on the padded tensor, the padding zeroed after."""
+    x = ctx.inputs[0]
+    return masked(ctx.emit(x.padded)[0], x.lengths)
+
+
+def convert_last_axis_ragged(ctx):
+    """Softmax/LogSoftmax of a ragged value: the padding of a varying last axis gets
+    -inf first."""
+    x = ctx.inputs[0]
+    padded = x.padded
+    if x.lengths[-1] is not None:
+        lowest = tf.constant(-np.inf, x.dtype)
+        padded = tf.where(x.mask([x.rank - 1]), padded, lowest)
+    return masked(ctx.emit(padded)[0], x.lengths)
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add(ACTIVATIONS, convert_activation, inputs="S")
-    registry.add(LAST_AXIS, convert_last_axis, inputs="S")
-    registry.add(GRADIENTS, convert_equal_shapes, inputs="**")
+    for ops, fn, inputs in [
+        (ACTIVATIONS, convert_activation, "S"),
+        (LAST_AXIS, convert_last_axis, "S"),
+        (GRADIENTS, convert_equal_shapes, "**"),
+        (ACTIVATIONS, convert_activation_ragged, "R"),
+        (LAST_AXIS, convert_last_axis_ragged, "R"),
+    ]:
+        registry.add(ops, fn, inputs=inputs)

@@ -9,6 +9,9 @@ Where ranks or sizes are known only at run time, the kernel's own checks (rank a
 
 BiasAddGrad sums the gradient over every axis but the channel axis; for a stacked
 gradient that is one reduce_sum over those axes, shifted past the stacked axis.
+
+A ragged value (pattern letter R) with an invariant bias adds it to the padded tensor
+along a channel axis of fixed size, and zeroes the padding again.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Stacked, shapes
+from pfor_converters_nn.activations import masked
 from pfor_converters_nn.unfolded import before_unfold
 
 
@@ -101,8 +105,26 @@ def convert_bias_add_grad(ctx):
     return Stacked(tensor=tf.math.reduce_sum(grad.tensor, axis=axes))
 
 
+def convert_bias_add_ragged(ctx):
+    """A ragged value, invariant bias: added to the padded tensor on a channel axis of
+    fixed size."""
+    x, bias = ctx.inputs
+    fmt = ctx.attr("data_format")
+    fmt = fmt.decode() if isinstance(fmt, bytes) else fmt
+    channel = x.rank - 1 if fmt.endswith("C") or x.rank < 3 else 1
+    if x.lengths[channel] is not None:
+        return ctx.decline("the channel dimension varies per iteration")
+    shape = [1] * (x.rank + 1)
+    shape[channel + 1] = -1
+    return masked(x.padded + tf.reshape(bias.tensor, shape), x.lengths)
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    registry.add("BiasAdd", convert_bias_add, inputs="SU")
-    registry.add("BiasAdd", convert_bias_add_stacked_bias, inputs="*S")
-    registry.add("BiasAddGrad", convert_bias_add_grad, inputs="S")
+    for op, fn, inputs in [
+        ("BiasAdd", convert_bias_add, "SU"),
+        ("BiasAdd", convert_bias_add_stacked_bias, "*S"),
+        ("BiasAddGrad", convert_bias_add_grad, "S"),
+        ("BiasAdd", convert_bias_add_ragged, "RU"),
+    ]:
+        registry.add(op, fn, inputs=inputs)

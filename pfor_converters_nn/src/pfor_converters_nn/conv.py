@@ -33,7 +33,7 @@ import os
 
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, shapes
+from pfor_core.extend import Stacked, fold_into_batch, shapes, unfold_from_batch
 
 
 def channels_last(ctx) -> bool:
@@ -215,16 +215,14 @@ def _grouped_kernel_present(dtype) -> bool:
 
 
 def fold(ctx, k) -> tf.Tensor:
-    return shapes.merge_leading(ctx.inputs[k].tensor, 2, ctx.n)
+    """Stacked input ``k`` as [n*b, ...]."""
+    return fold_into_batch(ctx.inputs[k].tensor, ctx.n)
 
 
 def unfold(ctx, t, batch) -> tf.Tensor:
     """[n*b, ...] -> [n, b, ...], the per-iteration dims taken from the op's output shape
     where static (the kernels give odd shapes for an empty batch)."""
-    static = ctx.output_shapes[0].as_list()
-    d = shapes.dims(t)
-    rest = [s if s is not None else d[k + 1] for k, s in enumerate(static[1:])]
-    return shapes.reshape(t, [ctx.n_dim, batch] + rest)
+    return unfold_from_batch(t, ctx.n_dim, batch, ctx.output_shapes[0])
 
 
 def batch_of(ctx, k):
@@ -286,10 +284,7 @@ def convert_depthwise(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    from pfor_converters_nn import conv_grad
-
     ops = ["Conv2D", "Conv3D", "DepthwiseConv2dNative"]
     registry.add(ops, convert_conv_folded, inputs="SU")
     registry.add(["Conv2D", "Conv3D"], convert_conv_stacked_filter, inputs="*S")
     registry.add("DepthwiseConv2dNative", convert_depthwise, inputs="*S")
-    conv_grad.register(registry)

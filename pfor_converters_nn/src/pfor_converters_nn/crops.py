@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, shapes
+from pfor_core.extend import Stacked, fold_into_batch, shapes, unfold_from_batch
 
 
 def _merged(ctx, value):
     """A stacked or invariant per-iteration list (boxes, box indices, gradients) as
     ``[n*nb, ...]``."""
-    return shapes.merge_leading(ctx.stack(value), 2, ctx.n)
+    return fold_into_batch(ctx.stack(value), ctx.n)
 
 
 def _box_indices(ctx, box_ind, batch, offset: bool):
@@ -31,24 +31,23 @@ def _box_indices(ctx, box_ind, batch, offset: bool):
     by ``j*batch`` when the images are folded."""
     ind = ctx.stack(box_ind)  # [n, nb]
     if not offset:
-        return shapes.merge_leading(ind, 2, ctx.n)
+        return fold_into_batch(ind, ctx.n)
     batch = tf.cast(batch, ind.dtype)
     inside = tf.reduce_all((ind >= 0) & (ind < batch))
     ind = ctx.check(inside, "box_ind has values outside [0, batch_size)", tensor=ind)
     ind = ind + tf.range(tf.cast(ctx.n, ind.dtype))[:, None] * batch
-    return shapes.merge_leading(ind, 2, ctx.n)
+    return fold_into_batch(ind, ctx.n)
 
 
 def _split(ctx, tensor, per_iteration):
     """``[n*k, ...]`` -> ``[n, k, ...]``."""
-    return Stacked(tensor=shapes.reshape(tensor, [ctx.n_dim, per_iteration]
-                                         + shapes.dims(tensor)[1:]))
+    return Stacked(tensor=unfold_from_batch(tensor, ctx.n_dim, per_iteration))
 
 
 def _images(ctx, image):
     """The images, folded ``[n*B, H, W, C]`` when stacked, and the per-iteration B."""
     if image.is_stacked:
-        return shapes.merge_leading(image.tensor, 2, ctx.n), ctx.dims(image)[1]
+        return fold_into_batch(image.tensor, ctx.n), ctx.dims(image)[1]
     return image.tensor, shapes.dims(image.tensor)[0]
 
 

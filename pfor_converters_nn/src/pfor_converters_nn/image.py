@@ -40,18 +40,18 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Invariant, Stacked, shapes
+from pfor_core.extend import Decline, Invariant, Stacked, fold_into_batch, shapes, unfold_from_batch
 from pfor_converters_nn import pooling
 
 
 def _fold(ctx, k: int) -> tf.Tensor:
     """Stacked input ``k`` as [n*b, ...] (broadcast first if invariant)."""
-    return shapes.merge_leading(ctx.stacked(k), 2, ctx.n)
+    return fold_into_batch(ctx.stacked(k), ctx.n)
 
 
 def _unfold(ctx, tensor: tf.Tensor, k: int) -> Stacked:
     """[n*b, ...] -> [n, b, ...], b taken from input ``k``."""
-    return Stacked(tensor=pooling.unfold(ctx, tensor, pooling.batch_of(ctx, k)))
+    return Stacked(tensor=unfold_from_batch(tensor, ctx.n_dim, pooling.batch_of(ctx, k)))
 
 
 def convert_resize(ctx):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Ragged, Stacked, shapes
+from pfor_core.extend import Ragged, Stacked, fold_into_batch, shapes
 
 
 def _common_shape(tensors):
@@ -52,7 +52,7 @@ def convert_sparse_softmax_xent(ctx):
 def _folded(ctx, tensors):
     """Run the op on the iteration axis merged into the batch axis; split outputs."""
     d = ctx.dims(tensors[0])  # [n, b, c]
-    merged = [shapes.merge_leading(t, 2, ctx.n) for t in tensors]
+    merged = [fold_into_batch(t, ctx.n) for t in tensors]
     loss, backprop = ctx.emit(*merged)
     return [Stacked(tensor=shapes.reshape(loss, d[:2])),
             Stacked(tensor=shapes.reshape(backprop, d))]

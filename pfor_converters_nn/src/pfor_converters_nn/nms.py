@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Ragged, Stacked, shapes
+from pfor_core.extend import Ragged, Stacked, fold_into_batch, unfold_from_batch
 
 LOWEST = float(np.finfo(np.float32).min)
 
@@ -145,10 +145,9 @@ def convert_combined_non_max_suppression(ctx):
     """CombinedNonMaxSuppression(boxes, scores, sizes..., thresholds...): fold n into
     the batch of boxes and scores."""
     batch = next(ctx.dims(v)[1] for v in ctx.inputs[:2] if v.is_stacked)
-    folded = [shapes.merge_leading(ctx.stack(v), 2, ctx.n) for v in ctx.inputs[:2]]
+    folded = [fold_into_batch(ctx.stack(v), ctx.n) for v in ctx.inputs[:2]]
     outs = ctx.emit(*folded, *[v.tensor for v in ctx.inputs[2:]])
-    return [Stacked(tensor=shapes.reshape(t, [ctx.n_dim, batch] + shapes.dims(t)[1:]))
-            for t in outs]
+    return [Stacked(tensor=unfold_from_batch(t, ctx.n_dim, batch)) for t in outs]
 
 
 def register(registry):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Invariant, Stacked, shapes
+from pfor_core.extend import Invariant, Stacked, shapes, unfold_from_batch
 from pfor_converters_nn import pooling
 
 
@@ -105,7 +105,7 @@ def convert_fused_batch_norm_invariant_stats(ctx):
 def fold_inference(ctx):
     """Inference with invariant statistics: one op on the batch-folded input."""
     out = ctx.emit(pooling.fold(ctx, 0), *[v.tensor for v in ctx.inputs[1:]])
-    y = pooling.unfold(ctx, out[0], pooling.batch_of(ctx, 0))
+    y = unfold_from_batch(out[0], ctx.n_dim, pooling.batch_of(ctx, 0))
     # In inference mode the other outputs copy the invariant mean and variance.
     return [Stacked(tensor=y)] + [Invariant(tensor=t) for t in out[1:]]
 

@@ -13,8 +13,7 @@ wrongly shaped value, and the converter declines (the fallback runs the op as is
 
 from __future__ import annotations
 
-from pfor_core.extend import Stacked, shapes
-from pfor_converters_nn import pooling
+from pfor_core.extend import Stacked, fold_into_batch, unfold_from_batch
 
 
 def convert_extract_patches(ctx):
@@ -25,8 +24,8 @@ def convert_extract_patches(ctx):
     if ctx.output_shapes[0].rank not in (None, images.shape.rank):
         return ctx.decline("TensorFlow's shape function gave the op a result of the wrong "
                            "rank (input dimensions unknown)")
-    out = ctx.emit(shapes.merge_leading(images.tensor, 2, ctx.n))[0]
-    return Stacked(tensor=pooling.unfold(ctx, out, ctx.dims(images)[1]))
+    out = ctx.emit(fold_into_batch(images.tensor, ctx.n))[0]
+    return Stacked(tensor=unfold_from_batch(out, ctx.n_dim, ctx.dims(images)[1]))
 
 
 def register(registry):

@@ -13,8 +13,7 @@ def pfor_register_converters(registry):
     """Register each op family's converters."""
     from pfor_converters_nn import activations, bias, losses
     from pfor_converters_nn import normalization, pooling
-    from pfor_converters_nn import conv, filter_patches, image, space_batch
-    from pfor_converters_nn import ragged_activations
+    from pfor_converters_nn import conv, conv_grad, image, space_batch
     from pfor_converters_nn import colour, crops, ctc, nms, patches
 
     bias.register(registry)
@@ -23,13 +22,12 @@ def pfor_register_converters(registry):
     pooling.register(registry)
     normalization.register(registry)
     conv.register(registry)
-    filter_patches.register(registry)
+    conv_grad.register(registry)
     image.register(registry)
     colour.register(registry)
     crops.register(registry)
     patches.register(registry)
     nms.register(registry)
-    ragged_activations.register(registry)
     space_batch.register(registry)
     ctc.register(registry)
 

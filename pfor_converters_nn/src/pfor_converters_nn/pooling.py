@@ -17,19 +17,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, shapes
+from pfor_core.extend import Stacked, fold_into_batch, shapes, unfold_from_batch
 
 
 def fold(ctx, k: int) -> tf.Tensor:
     """Input ``k`` as [n*b, ...] (tiled first if invariant)."""
-    return shapes.merge_leading(ctx.stacked(k), 2, ctx.n)
-
-
-def unfold(ctx, tensor: tf.Tensor, batch) -> tf.Tensor:
-    """[n*b, ...] -> [n, b, ...]; ``batch`` is b, known from an input (so that n == 0
-    keeps the per-iteration batch size instead of dividing by zero)."""
-    return shapes.reshape(tensor, [ctx.n_dim,
-                                   batch] + shapes.dims(tensor)[1:])
+    return fold_into_batch(ctx.stacked(k), ctx.n)
 
 
 def batch_of(ctx, k: int):
@@ -76,7 +69,8 @@ def fold_batch(batch_inputs: int, empty_like: int | None = None):
             # every op here keeps its input's rank (and the gradients its shape).
             t.set_shape(folded[empty_like].shape if empty_like is not None
                         else [None] * folded[0].shape.rank)
-        return [Stacked(tensor=unfold(ctx, t, batch_of(ctx, stacked))) for t in out]
+        batch = batch_of(ctx, stacked)
+        return [Stacked(tensor=unfold_from_batch(t, ctx.n_dim, batch)) for t in out]
 
     return convert_fold_batch
 
@@ -94,10 +88,10 @@ def convert_avg_pool_grad(ctx):
     else:
         n = tf.cast(ctx.n, shape.dtype)
         folded_shape = tf.concat([shape.tensor[:1] * n, shape.tensor[1:]], 0)
-    out = ctx.emit(folded_shape, shapes.merge_leading(grad.tensor, 2, ctx.n))[0]
+    out = ctx.emit(folded_shape, fold_into_batch(grad.tensor, ctx.n))[0]
     if batch is None:
         batch = shape.tensor[0] if static is None else int(static[0])
-    return Stacked(tensor=unfold(ctx, out, batch))
+    return Stacked(tensor=unfold_from_batch(out, ctx.n_dim, batch))
 
 
 def argmax_offsets(ctx, argmax_dtype) -> tf.Tensor | None:
@@ -122,7 +116,7 @@ def convert_max_pool_with_argmax(ctx):
 
     out, argmax = unless_empty(ctx, lambda: ctx.emit(x), empty)
     batch = batch_of(ctx, 0)
-    out, argmax = unfold(ctx, out, batch), unfold(ctx, argmax, batch)
+    out, argmax = (unfold_from_batch(t, ctx.n_dim, batch) for t in (out, argmax))
     offsets = argmax_offsets(ctx, argmax.dtype)
     if offsets is not None:
         argmax = argmax - offsets
@@ -148,10 +142,10 @@ def convert_max_pool_grad_with_argmax(ctx):
     offsets = argmax_offsets(ctx, argmax.dtype)
     if offsets is not None:
         argmax = argmax + offsets
-    folded = [fold(ctx, 0), fold(ctx, 1), shapes.merge_leading(argmax, 2, ctx.n)]
+    folded = [fold(ctx, 0), fold(ctx, 1), fold_into_batch(argmax, ctx.n)]
     out = unless_empty(ctx, lambda: ctx.emit(*folded), lambda: [tf.zeros_like(folded[0])])[0]
     out.set_shape(folded[0].shape)
-    return Stacked(tensor=unfold(ctx, out, batch_of(ctx, 0)))
+    return Stacked(tensor=unfold_from_batch(out, ctx.n_dim, batch_of(ctx, 0)))
 
 
 def register(registry):

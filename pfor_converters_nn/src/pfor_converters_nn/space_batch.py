@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Stacked, shapes
+from pfor_core.extend import Decline, Stacked, fold_into_batch, shapes, unfold_from_batch
 from pfor_converters_nn import pooling
 
 
@@ -48,7 +48,7 @@ def convert_space_to_batch(ctx):
     blocks = _blocks(ctx)
     n = ctx.n_dim
     batch = pooling.batch_of(ctx, 0)
-    folded = shapes.merge_leading(ctx.inputs[0].tensor, 2, ctx.n)
+    folded = fold_into_batch(ctx.inputs[0].tensor, ctx.n)
     out = ctx.emit(folded, *[v.tensor for v in ctx.inputs[1:]])[0]
     rest = shapes.dims(out)[1:]
     swapped = _swap_leading(out, blocks, n, [batch] + rest)  # [n, P, b, ...]
@@ -64,7 +64,7 @@ def convert_batch_to_space(ctx):
     swapped = _swap_leading(ctx.inputs[0].tensor, n, blocks, [batch] + d[2:])  # [P, n, b, ...]
     merged = shapes.reshape(swapped, [shapes.product([blocks, n, batch])] + d[2:])
     out = ctx.emit(merged, *[v.tensor for v in ctx.inputs[1:]])[0]
-    return Stacked(tensor=pooling.unfold(ctx, out, batch))
+    return Stacked(tensor=unfold_from_batch(out, ctx.n_dim, batch))
 
 
 def register(registry):
