@@ -23,7 +23,8 @@ import tensorflow as tf
 from pfor_core.extend import Decline, Invariant, Stacked
 
 _R = tf.raw_ops
-from pfor_controlflow import masking, optionals, ragged_branches, ragged_lists
+from pfor_controlflow import masking, optionals, ragged_branches
+from pfor_controlflow.lists import ragged_items
 from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph, select_rows,
                                         stand_in, with_effects)
 
@@ -48,14 +49,14 @@ def truth(pred: tf.Tensor) -> tf.Tensor:
 
 def _stacked_outputs(ctx, graphs, inputs) -> tuple[list[bool], dict]:
     """Which outputs some branch makes stacked, and which a tensor list of ragged
-    items (ragged_lists.py; output -> the items' rank), found by trial conversions."""
+    items (ragged_items.py; output -> the items' rank), found by trial conversions."""
     stacked, ragged = [False] * len(ctx.op.outputs), {}
     for graph in graphs:
         with scratch_graph().as_default():
             trial = ctx.convert_function(graph, inputs, trial=True)
         stacked = [s or v.is_stacked for s, v in zip(stacked, trial.outputs)]
         ragged.update((k, v.rank) for k, v in enumerate(trial.outputs)
-                      if isinstance(v, ragged_lists.RaggedList))
+                      if isinstance(v, ragged_items.RaggedList))
     return stacked, ragged
 
 
@@ -72,7 +73,7 @@ def convert_invariant_selector(ctx):
     inputs = list(ctx.inputs[1:])
     stacked, ragged = _stacked_outputs(ctx, graphs, inputs)
     if ctx.trial:
-        return [ragged_lists.placeholder(ragged[k]) if k in ragged else
+        return [ragged_items.placeholder(ragged[k]) if k in ragged else
                 stand_in(t, s, ctx.n_static)
                 for k, (t, s) in enumerate(zip(ctx.op.outputs, stacked))]
 
@@ -86,7 +87,7 @@ def convert_invariant_selector(ctx):
     def out(converted, k, b):
         value = converted.outputs[k]
         if k in ragged:  # a list of ragged items in some branch: in all, as a pair
-            value = ragged_lists.as_ragged_list(ctx, value, ragged[k], None)
+            value = ragged_items.as_ragged_list(ctx, value, ragged[k], None)
             kept_shapes[k].append(value.element_shapes)
             return value.pair()
         if k in forms:
@@ -108,7 +109,7 @@ def convert_invariant_selector(ctx):
         outs = tf.switch_case(selector, [branch(b) for b in range(len(graphs))])
     else:
         outs = tf.cond(truth(selector), branch(0), branch(1))
-    return [ragged_lists.from_pair(t, ragged[k], element_shapes=_same(kept_shapes[k]))
+    return [ragged_items.from_pair(t, ragged[k], element_shapes=_same(kept_shapes[k]))
             if k in ragged else
             _chosen(t, forms[k], ctx.op.outputs[k], ctx) if k in forms else
             Stacked(tensor=t) if s else Invariant(tensor=t)
@@ -190,7 +191,7 @@ class _Rows:
         """Branch ``b``'s outputs for its rows as a flat list of stacked tensors."""
         flat = []
         for j, specs in enumerate(self.outputs):
-            if isinstance(converted.outputs[j], ragged_lists.RaggedList):
+            if isinstance(converted.outputs[j], ragged_items.RaggedList):
                 raise Decline("a branch makes a tensor list of items whose shape differs "
                               "between iterations under a per-iteration predicate")
             if j in self.forms:
@@ -336,7 +337,7 @@ def convert_stacked_selector(ctx):
         return ctx.decline("a branch function is not in the graph")
     if ctx.trial:  # rows take different branches: every output differs per iteration
         return [stand_in(t, True, ctx.n_static) for t in ctx.op.outputs]
-    if any(isinstance(v, ragged_lists.RaggedList) for v in ctx.inputs):
+    if any(isinstance(v, ragged_items.RaggedList) for v in ctx.inputs):
         return ctx.decline("a tensor list of items whose shape differs between iterations "
                            "enters a conditional whose predicate differs per iteration")
     if ctx.compiled or ctx.nested:

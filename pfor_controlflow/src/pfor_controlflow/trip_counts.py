@@ -15,7 +15,7 @@ finished rows.
 
 Either way an invariant variable can end differently per iteration (e.g. the step
 counter): its value when each iteration finishes becomes the loop's stacked output.
-Tensor lists stay whole (see list_views.py; lists of ragged items: ragged_list_views.py)
+Tensor lists stay whole (see loop_views.py; lists of ragged items: ragged_item_views.py)
 and are right-aligned at the end when the body pushes to them.
 """
 
@@ -25,11 +25,12 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
 from pfor_core.extend import Invariant, Ragged, Stacked
-from pfor_controlflow import deferred_sums, masking, ragged_list_views, ragged_lists, row_views
+from pfor_controlflow import deferred_sums, masking, row_views
+from pfor_controlflow.lists import ragged_item_views, ragged_items
 from pfor_controlflow.conditionals import truth
 from pfor_controlflow.functions import select_rows, with_effects
-from pfor_controlflow.list_lengths import ListWithLengths
-from pfor_controlflow.list_views import ListView, right_align
+from pfor_controlflow.lists.with_lengths import ListWithLengths
+from pfor_controlflow.lists.loop_views import ListView, right_align
 from pfor_controlflow.loop_vars import (carried_out, length_change, list_out, pushed_by,
                                         list_dtypes, pushes_per_step, ragged_value,
                                         stack_value, starts_empty,
@@ -48,10 +49,10 @@ class _Kinds:
                      and k not in deferred]  # deferred sums: deferred_sums.py
         self.lists = [k for k in loop.carried if loop.stacked[k] and variant[k]]
         self.change = {k: length_change(loop.body, k) for k in self.lists}
-        # Lists whose running rows hold as many items as the whole list (list_views.py).
+        # Lists whose running rows hold as many items as the whole list (loop_views.py).
         self.aligned = {k for k, v in enumerate(loop.inputs) if variant[k]
                         and (type(v) in (Stacked, Invariant) or (
-                            isinstance(v, ragged_lists.RaggedList) and v.counts is None))
+                            isinstance(v, ragged_items.RaggedList) and v.counts is None))
                         and self.change.get(k, "same") in ("same", "pushes", "writes")}
         self.changing = [k for k in loop.carried if not loop.stacked[k]]
         # Per-iteration values read from outside the loop: compacted with the rows,
@@ -102,10 +103,10 @@ def _list_view(loop, kinds, k, value, rows):
     """Tensor list ``k`` (a handle, the pair of a list of ragged items, or a layout
     value) as the body of the loop sees it when it converts ``rows``."""
     if isinstance(value, tuple):
-        value = ragged_lists.from_pair(value, loop.ragged_lists[k],
+        value = ragged_items.from_pair(value, loop.ragged_lists[k],
                                        element_shapes=loop.element_shapes.get(k))
-    if isinstance(value, ragged_lists.RaggedList):
-        return ragged_list_views.view_of(value, loop.ctx.n, rows, aligned=k in kinds.aligned,
+    if isinstance(value, ragged_items.RaggedList):
+        return ragged_item_views.view_of(value, loop.ctx.n, rows, aligned=k in kinds.aligned,
                                          lengths=loop.lengths.get(k))
     handle = value if isinstance(value, tf.Tensor) else value.tensor
     return ListView(tensor=handle, width=loop.ctx.n, rows=rows, aligned=k in kinds.aligned,
@@ -117,10 +118,10 @@ def _masked_view(loop, kinds, k, value, active, uniform=False, reads=None):
     whose writes count; ``uniform``: see ``run_masked``; ``reads``: per row, the row
     whose items it reads, masking.stand_ins)."""
     if isinstance(value, tuple):
-        value = ragged_lists.from_pair(value, loop.ragged_lists[k],
+        value = ragged_items.from_pair(value, loop.ragged_lists[k],
                                        element_shapes=loop.element_shapes.get(k))
-    if isinstance(value, ragged_lists.RaggedList):
-        return ragged_list_views.view_of(value, loop.ctx.n, None, aligned=k in kinds.aligned,
+    if isinstance(value, ragged_items.RaggedList):
+        return ragged_item_views.view_of(value, loop.ctx.n, None, aligned=k in kinds.aligned,
                                          mask=active, lengths=loop.lengths.get(k),
                                          reads=reads)
     handle = value if isinstance(value, tf.Tensor) else value.tensor
@@ -133,7 +134,7 @@ def _list_carry(loop, converted, k):
     if k not in loop.ragged_lists:
         return list_out(converted, k).tensor
     value = converted.outputs[k]
-    if not isinstance(value, ragged_list_views.RaggedListView):
+    if not isinstance(value, ragged_item_views.RaggedListView):
         raise RuntimeError(f"loop variable {k}: the body replaced a tensor list carried "
                            "through a loop with per-iteration trip counts by a new list")
     return value.pair()
@@ -285,7 +286,7 @@ def run_subset(loop, parallel):
                          next(values), tf.TensorShape([]))
         pushed = pushed_by(loop.body, k)
         if k in loop.ragged_lists:
-            layouts[k] = ragged_list_views.result(
+            layouts[k] = ragged_item_views.result(
                 *handle, loop.ragged_lists[k], lengths=lengths, change=kinds.change[k],
                 pushed=pushed, n=ctx.n, own=loop.lengths.get(k),
                 element_shapes=loop.element_shapes.get(k))
@@ -298,7 +299,7 @@ def run_subset(loop, parallel):
 
 def _list_result(loop, kinds, k, handle, lengths):
     """The loop's output for tensor list ``k``: a plain stacked list while its rows
-    hold the same number of items, else a ``ListWithLengths`` (list_lengths.py) with
+    hold the same number of items, else a ``ListWithLengths`` (with_lengths.py) with
     ``lengths`` (each row's length when it finished) where they are right."""
     change, before = kinds.change[k], loop.inputs[k]
     if k in loop.lengths:  # written in place only (see convert_while): lengths kept
@@ -343,7 +344,7 @@ def run_masked(loop, parallel, uniform=False):
             return value if rows_of is None else tf.gather(value, rows_of)
 
         def from_outside(k, v):
-            if isinstance(v, ragged_lists.RaggedList):
+            if isinstance(v, ragged_items.RaggedList):
                 return _masked_view(loop, kinds, k, v, active, reads=rows_of)
             if v.is_stacked and v.dtype == tf.variant:
                 return _masked_view(loop, kinds, k, v, active, uniform, rows_of)
@@ -423,7 +424,7 @@ def run_masked(loop, parallel, uniform=False):
                      else _LENGTH(input_handle=_handle(init[k])))
             length = start + pushes_per_step(loop.body, k) * ran
         if k in loop.ragged_lists:
-            layouts[k] = ragged_list_views.result(
+            layouts[k] = ragged_item_views.result(
                 *layouts[k].pair(), loop.ragged_lists[k], lengths=length,
                 change=kinds.change[k], pushed=pushed, n=ctx.n, nested=ctx.nested,
                 own=loop.lengths.get(k),
