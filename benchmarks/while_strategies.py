@@ -17,7 +17,7 @@ import tensorflow as tf
 from _bench import compare, header, table  # pylint: disable=import-error
 
 import pfor_core as pf
-from pfor_controlflow import masking, trip_counts
+from pfor_controlflow.loops import masking, trip_counts
 
 
 def make_body(batch, d, max_trips=100, seed=0):

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_controlflow import deferred_sums, loops
+from pfor_controlflow.loops import deferred_sums, while_loop
 
 
 def _data(shape, seed):
@@ -21,7 +21,7 @@ def _deferred(body, n, compiled=False):
     """The loop variables whose sums were deferred, per converted loop; checks the
     result (under ``jit_compile=True`` when ``compiled``) against the loop."""
     found = []
-    run = loops._run_invariant_deferring  # pylint: disable=protected-access
+    run = while_loop._run_invariant_deferring  # pylint: disable=protected-access
 
     def spy(loop, parallel, deferred):
         found.append(len(deferred))

@@ -10,11 +10,12 @@ def pfor_converter_api_version():
 
 @hookimpl
 def pfor_register_converters(registry):
-    from pfor_controlflow import (assert_guards, calls, conditionals, loops, optionals,
-                                  row_views)
+    from pfor_controlflow import calls
+    from pfor_controlflow.conditionals import table as conditionals
     from pfor_controlflow.lists import table as lists
+    from pfor_controlflow.loops import table as loops
 
-    for module in (calls, conditionals, assert_guards, loops, lists, optionals, row_views):
+    for module in (calls, conditionals, loops, lists):
         module.register(registry)
 
 

@@ -45,7 +45,7 @@ class ListView(View):
     # (with_lengths.py: a list of per-iteration size), which reads and writes check.
     lengths: tf.Tensor | None = None
     # int32 [width]: the row whose items each row reads, where a masked loop has its
-    # rows that do not run compute on a running row's values (masking.stand_ins).
+    # rows that do not run compute on a running row's values (total_ops.stand_ins).
     reads: tf.Tensor | None = None
 
     def again(self, handle) -> "ListView":

@@ -42,7 +42,7 @@ class RaggedListView(PaddedItems):
     aligned: bool = False  # the running rows hold as many items as the whole list
     # bool [width]: the rows whose writes count (a masked loop converts all rows,
     # ``rows`` is then every row, or per row the row whose items it reads:
-    # masking.stand_ins); None: all of ``rows``.
+    # total_ops.stand_ins); None: all of ``rows``.
     mask: tf.Tensor | None = None
     # int32 [width]: each row's own number of items at its start where rows hold their
     # own (a list of per-iteration size), which reads and writes check.

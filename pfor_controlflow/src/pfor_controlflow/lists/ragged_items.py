@@ -7,7 +7,7 @@ in which a while loop keeps an intermediate for its gradient. Such a list become
 each item padded to its own largest extent, zero padding as ``Ragged`` promises) and,
 beside it, a stacked list of the items' per-iteration shapes (elements int32
 ``[n, rank]``), updated together. Reads give ``Ragged`` values again. A while loop
-carries both lists as one variable (loops.py); a ``RaggedList`` has no plain stacked
+carries both lists as one variable (while_loop.py); a ``RaggedList`` has no plain stacked
 form, so list ops without a converter here decline and the fallback refuses it.
 
 A loop whose trip count differs per iteration leaves each row its own number of items

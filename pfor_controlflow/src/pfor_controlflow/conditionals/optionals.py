@@ -193,8 +193,3 @@ def convert_get_value(ctx):
     parts = _R.OptionalGetValue(optional=value.tensor, output_types=dtypes,
                                 output_shapes=stacked)
     return [Stacked(tensor=p) for p in parts]
-
-
-def register(registry):
-    registry.add("OptionalFromValue", convert_from_value, inputs="?...")
-    registry.add("OptionalGetValue", convert_get_value, inputs="S", views=True)

@@ -24,13 +24,14 @@ import copy
 import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
-from pfor_controlflow import deferred_sums, masking, trip_counts
+from pfor_controlflow import total_ops
+from pfor_controlflow.loops import deferred_sums, masking, trip_counts
 from pfor_controlflow.lists import ragged_items
-from pfor_controlflow.conditionals import truth
+from pfor_controlflow.conditionals.cond import truth
 from pfor_controlflow.functions import function_graph, scratch_graph, stand_in, with_effects
 from pfor_controlflow.lists.with_lengths import ListWithLengths
 from pfor_controlflow.lists.loop_views import ListView
-from pfor_controlflow.loop_vars import (Loop, carried_out, list_dtypes, length_change,
+from pfor_controlflow.loops.loop_vars import (Loop, carried_out, list_dtypes, length_change,
                                         ragged_value, stack_value)
 
 
@@ -221,10 +222,10 @@ def convert_while(ctx):
                                "shape differs between iterations (their padded size is "
                                "not known when compiling)")
         # (an Assert is no effect to repeat here: rows that should not run check the
-        # values of a row that runs, masking.stand_ins, as an Assert is not total)
-        repeated = [e for e in masking.effects(loop.body, loop.cond) if e != "Assert"]
+        # values of a row that runs, total_ops.stand_ins, as an Assert is not total)
+        repeated = [e for e in total_ops.effects(loop.body, loop.cond) if e != "Assert"]
         if repeated:
-            return ctx.decline(masking.refusal(
+            return ctx.decline(total_ops.refusal(
                 ctx, "a loop with per-iteration trip counts", repeated))
         refused = trip_counts.masked_lists_refused(loop)
         if refused:
@@ -335,8 +336,3 @@ def _list_ops(body, k) -> set:
                            "TensorListPushBack", "TensorListPopBack", "AddN"):
                 pending.append(op.outputs[0])
     return found
-
-
-def register(registry):
-    # (any layout: ragged values the body reads from outside go in as they are)
-    registry.add(["While", "StatelessWhile"], convert_while, inputs="?...", views=True)

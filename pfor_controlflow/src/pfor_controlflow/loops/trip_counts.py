@@ -25,17 +25,18 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
 from pfor_core.extend import Invariant, Ragged, Stacked
-from pfor_controlflow import deferred_sums, masking, row_views
+from pfor_controlflow import total_ops
+from pfor_controlflow.loops import deferred_sums, masking, row_views
 from pfor_controlflow.lists import ragged_item_views, ragged_items
-from pfor_controlflow.conditionals import truth
+from pfor_controlflow.conditionals.cond import truth
 from pfor_controlflow.functions import select_rows, with_effects
 from pfor_controlflow.lists.with_lengths import ListWithLengths
 from pfor_controlflow.lists.loop_views import ListView, right_align
-from pfor_controlflow.loop_vars import (carried_out, length_change, list_out, pushed_by,
+from pfor_controlflow.loops.loop_vars import (carried_out, length_change, list_out, pushed_by,
                                         list_dtypes, pushes_per_step, ragged_value,
                                         stack_value, starts_empty,
                                         written_shape)
-from pfor_controlflow.row_views import RowView
+from pfor_controlflow.loops.row_views import RowView
 
 _LENGTH = tf.raw_ops.TensorListLength
 
@@ -116,7 +117,7 @@ def _list_view(loop, kinds, k, value, rows):
 def _masked_view(loop, kinds, k, value, active, uniform=False, reads=None):
     """Tensor list ``k`` as the body of the masked loop sees it (``active``: the rows
     whose writes count; ``uniform``: see ``run_masked``; ``reads``: per row, the row
-    whose items it reads, masking.stand_ins)."""
+    whose items it reads, total_ops.stand_ins)."""
     if isinstance(value, tuple):
         value = ragged_items.from_pair(value, loop.ragged_lists[k],
                                        element_shapes=loop.element_shapes.get(k))
@@ -367,7 +368,7 @@ def run_masked(loop, parallel, uniform=False):
     written = [k for k in kinds.lists if kinds.change[k] == "writes"]
 
     def body(active, values, finals, ran, sizes):
-        rows_of = masking.stand_ins(active) if stand_in else None
+        rows_of = total_ops.stand_ins(active) if stand_in else None
         converted = ctx.convert_function(loop.body, layouts(active, values, rows_of))
         outs = [_list_carry(loop, converted, k) if k in kinds.lists else
                 carried_out(loop, converted, k, stand_ins=rows_of) for k in loop.carried]

@@ -23,13 +23,16 @@ import tensorflow as tf
 from pfor_core.extend import Decline, Invariant, Stacked
 
 _R = tf.raw_ops
-from pfor_controlflow import masking, optionals, ragged_branches
+from pfor_controlflow import total_ops
+from pfor_controlflow.conditionals import optionals, ragged_branches
 from pfor_controlflow.lists import ragged_items
 from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph, select_rows,
                                         stand_in, with_effects)
 
 
-def _branch_graphs(ctx):
+def branch_graphs(ctx):
+    """The function graphs of a conditional's branches, in order (None if one is not
+    found)."""
     if ctx.op_type in ("If", "StatelessIf"):
         names = [ctx.attr("then_branch").name, ctx.attr("else_branch").name]
     else:
@@ -67,7 +70,7 @@ def _same(shapes):
 
 
 def convert_invariant_selector(ctx):
-    graphs = _branch_graphs(ctx)
+    graphs = branch_graphs(ctx)
     if graphs is None:
         return ctx.decline("a branch function is not in the graph")
     inputs = list(ctx.inputs[1:])
@@ -268,9 +271,9 @@ def _run_masked(ctx, graphs):
         where = "under XLA" if ctx.compiled else "inside an outer pfor"
         return ctx.decline(f"a per-iteration predicate {where} with tensor lists, "
                            "resources or gradient intermediates crossing the branches")
-    repeated = masking.effects(*graphs)
+    repeated = total_ops.effects(*graphs)
     if repeated:
-        return ctx.decline(masking.refusal(ctx, "a conditional with a per-iteration "
+        return ctx.decline(total_ops.refusal(ctx, "a conditional with a per-iteration "
                                            "predicate", repeated))
     taken = _branch_of_rows(ctx, len(graphs))
     # Outputs of no static shape leave every branch as parts (ragged_branches.py).
@@ -302,7 +305,7 @@ def _run_on_all_rows(ctx, graph, takes, forms, b):
     keep its outputs: stacked tensors, or the parts of those in ``forms`` (where the
     branch's form of them is recorded). Unless every op of the branch gives a result
     for any input, the other rows compute on the inputs of a row that takes it
-    (masking.stand_ins), and the branch runs only if some row takes it: a loop in it
+    (total_ops.stand_ins), and the branch runs only if some row takes it: a loop in it
     could otherwise fail or run forever on inputs the branch never sees in the loop."""
     def run(inputs):
         converted = ctx.convert_function(graph, inputs)
@@ -315,9 +318,9 @@ def _run_on_all_rows(ctx, graph, takes, forms, b):
                 outs.append(converted.stacked(j))
         return with_effects(outs, converted.side_effects)[:-1]
 
-    if masking.total(graph):
+    if total_ops.total(graph):
         return run(list(ctx.inputs[1:]))
-    rows = masking.stand_ins(takes)
+    rows = total_ops.stand_ins(takes)
     inputs = [ragged_branches.rows_of(v, rows) if v.is_stacked else v
               for v in ctx.inputs[1:]]
     shapes = [tf.TensorShape([ctx.n_static]).concatenate(t.shape) for t in ctx.op.outputs]
@@ -332,7 +335,7 @@ def _run_on_all_rows(ctx, graph, takes, forms, b):
 
 
 def convert_stacked_selector(ctx):
-    graphs = _branch_graphs(ctx)
+    graphs = branch_graphs(ctx)
     if graphs is None:
         return ctx.decline("a branch function is not in the graph")
     if ctx.trial:  # rows take different branches: every output differs per iteration
@@ -365,16 +368,3 @@ def convert_ragged_stacked_selector(ctx):
     if not any(v.code == "R" for v in ctx.inputs):
         return ctx.decline("no ragged input")
     return convert_stacked_selector(ctx)
-
-
-def register(registry):
-    ops = ["If", "StatelessIf", "Case", "StatelessCase"]
-    # Views travel into the branches as they are (the branches' converters know them).
-    registry.add(ops, convert_invariant_selector, inputs="U*...", views=True)
-    registry.add(ops, convert_stacked_selector, inputs="S*...", views=True)
-    # Ragged values too, after assert_guards.py's converter (priority -1), which checks
-    # a guard of ragged data with one Assert instead of running its branches.
-    registry.add(ops, convert_ragged_invariant_selector, inputs="U?...", views=True,
-                 priority=-2)
-    registry.add(ops, convert_ragged_stacked_selector, inputs="S?...", views=True,
-                 priority=-2)
