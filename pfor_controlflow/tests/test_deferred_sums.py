@@ -27,7 +27,7 @@ def _deferred(body, n, compiled=False):
         found.append(len(deferred))
         return run(loop, parallel, deferred)
 
-    with mock.patch.object(loops, "_run_invariant_deferring", spy):
+    with mock.patch.object(while_loop, "_run_invariant_deferring", spy):
         if not compiled:
             testing.assert_matches_loop(body, n, rtol=1e-4, atol=1e-5)
             return found
