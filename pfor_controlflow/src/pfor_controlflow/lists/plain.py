@@ -634,10 +634,10 @@ def convert_add_lists(ctx):
         raise _Decline("not tensor lists")
     dtype = handles.summed_dtype(ctx)
     try:
-        handles = [stack_list(ctx, v, dtype) for v in ctx.inputs]
+        summands = [stack_list(ctx, v, dtype) for v in ctx.inputs]
     except ValueError as err:  # element dtype unknown
         raise _Decline(str(err)) from None
-    return ctx.emit_stacked(*handles)
+    return ctx.emit_stacked(*summands)
 
 
 @_declining
