@@ -25,9 +25,9 @@ from pfor_core.extend import Decline, Invariant, Stacked
 _R = tf.raw_ops
 from pfor_controlflow import total_ops
 from pfor_controlflow.conditionals import optionals, ragged_branches
+from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph,
+                                        select_rows, stand_in, with_effects)
 from pfor_controlflow.lists import ragged_items
-from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph, select_rows,
-                                        stand_in, with_effects)
 
 
 def branch_graphs(ctx):

@@ -17,8 +17,8 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Ragged
 from pfor_controlflow.lists import ragged_items
-from pfor_controlflow.lists.with_lengths import list_sizes
 from pfor_controlflow.lists.ragged_items import RaggedList, stack_items
+from pfor_controlflow.lists.with_lengths import list_sizes
 
 _R = tf.raw_ops
 

@@ -29,9 +29,9 @@ from tensorflow.python.framework import ops
 from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked, shapes
 from pfor_controlflow.lists import handles
 from pfor_controlflow.lists.loop_views import without_rows
-from pfor_controlflow.split_optional import SplitOptional
 from pfor_controlflow.lists.with_lengths import (ListWithLengths, known_lengths, list_sizes,
-                                           own_positions, same_lengths, then)
+                                                 own_positions, same_lengths, then)
+from pfor_controlflow.split_optional import SplitOptional
 
 _R = tf.raw_ops
 

@@ -23,11 +23,11 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Invariant, Stacked
 from pfor_controlflow.lists import handles, loop_views
-from pfor_controlflow.lists.with_lengths import within_rows
 from pfor_controlflow.lists.loop_views import right_align_items
-from pfor_controlflow.lists.ragged_items import (PaddedItems, RaggedList,
-                                           as_ragged_list, fits_element, item_parts,
-                                           known_counts, read_item, stack_items)
+from pfor_controlflow.lists.ragged_items import (PaddedItems, RaggedList, as_ragged_list,
+                                                 fits_element, item_parts, known_counts,
+                                                 read_item, stack_items)
+from pfor_controlflow.lists.with_lengths import within_rows
 
 _R = tf.raw_ops
 

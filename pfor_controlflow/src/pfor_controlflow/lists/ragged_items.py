@@ -26,9 +26,9 @@ import tensorflow as tf
 from pfor_core.extend import (ConversionError, Decline, Invariant, Ragged, Stacked, View,
                               usually_uniform)
 from pfor_controlflow.functions import function_graph
-from pfor_controlflow.lists.with_lengths import ListWithLengths, within_rows
 from pfor_controlflow.lists import handles
 from pfor_controlflow.lists.plain import stack_list
+from pfor_controlflow.lists.with_lengths import ListWithLengths, within_rows
 
 _R = tf.raw_ops
 

@@ -9,9 +9,9 @@ import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
 from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked
-from pfor_controlflow.lists.with_lengths import ListWithLengths
-from pfor_controlflow.lists.loop_views import ListView, grows_only
 from pfor_controlflow.lists import handles, ragged_items
+from pfor_controlflow.lists.loop_views import ListView, grows_only
+from pfor_controlflow.lists.with_lengths import ListWithLengths
 
 
 class Loop:

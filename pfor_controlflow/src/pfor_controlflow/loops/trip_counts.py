@@ -26,16 +26,16 @@ from tensorflow.core.framework import attr_value_pb2
 
 from pfor_core.extend import Invariant, Ragged, Stacked
 from pfor_controlflow import total_ops
-from pfor_controlflow.loops import deferred_sums, masking, row_views
-from pfor_controlflow.lists import ragged_item_views, ragged_items
 from pfor_controlflow.conditionals.cond import truth
 from pfor_controlflow.functions import select_rows, with_effects
-from pfor_controlflow.lists.with_lengths import ListWithLengths
+from pfor_controlflow.lists import ragged_item_views, ragged_items
 from pfor_controlflow.lists.loop_views import ListView, right_align
-from pfor_controlflow.loops.loop_vars import (carried_out, length_change, list_out, pushed_by,
-                                        list_dtypes, pushes_per_step, ragged_value,
-                                        stack_value, starts_empty,
-                                        written_shape)
+from pfor_controlflow.lists.with_lengths import ListWithLengths
+from pfor_controlflow.loops import deferred_sums, masking, row_views
+from pfor_controlflow.loops.loop_vars import (carried_out, length_change, list_dtypes,
+                                              list_out, pushed_by, pushes_per_step,
+                                              ragged_value, stack_value, starts_empty,
+                                              written_shape)
 from pfor_controlflow.loops.row_views import RowView
 
 _LENGTH = tf.raw_ops.TensorListLength

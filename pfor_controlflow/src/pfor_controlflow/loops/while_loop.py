@@ -25,14 +25,14 @@ import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
 from pfor_controlflow import total_ops
-from pfor_controlflow.loops import deferred_sums, masking, trip_counts
-from pfor_controlflow.lists import ragged_items
 from pfor_controlflow.conditionals.cond import truth
 from pfor_controlflow.functions import function_graph, scratch_graph, stand_in, with_effects
-from pfor_controlflow.lists.with_lengths import ListWithLengths
+from pfor_controlflow.lists import ragged_items
 from pfor_controlflow.lists.loop_views import ListView
-from pfor_controlflow.loops.loop_vars import (Loop, carried_out, list_dtypes, length_change,
-                                        ragged_value, stack_value)
+from pfor_controlflow.lists.with_lengths import ListWithLengths
+from pfor_controlflow.loops import deferred_sums, masking, trip_counts
+from pfor_controlflow.loops.loop_vars import (Loop, carried_out, length_change, list_dtypes,
+                                              ragged_value, stack_value)
 
 
 def _placeholder(like, shape, stacked=False):
