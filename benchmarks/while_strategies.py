@@ -3,7 +3,7 @@
 The body is ``x = tanh(W x)`` on a row of ``d`` floats (``x * 0.9 + 1`` for d = 1),
 each iteration running its own number of steps (uniform in 0..100). Both strategies
 of pfor's while-loop converter run side by side in one process, forced on each side;
-"chosen" names what pfor picks on its own (pfor_controlflow/masking.py: masked for
+"chosen" names what pfor picks on its own (pfor_controlflow/loops/masking.py: masked for
 rows of at most 32 elements when the body is made of total ops). Run:
     .venv/bin/python benchmarks/while_strategies.py [--batch 512]
 """
@@ -17,7 +17,7 @@ import tensorflow as tf
 from _bench import compare, header, table  # pylint: disable=import-error
 
 import pfor_core as pf
-from pfor_controlflow import masking, trip_counts
+from pfor_controlflow.loops import masking, trip_counts
 
 
 def make_body(batch, d, max_trips=100, seed=0):

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_controlflow import deferred_sums, loops
+from pfor_controlflow.loops import deferred_sums, while_loop
 
 
 def _data(shape, seed):
@@ -21,13 +21,13 @@ def _deferred(body, n, compiled=False):
     """The loop variables whose sums were deferred, per converted loop; checks the
     result (under ``jit_compile=True`` when ``compiled``) against the loop."""
     found = []
-    run = loops._run_invariant_deferring  # pylint: disable=protected-access
+    run = while_loop._run_invariant_deferring  # pylint: disable=protected-access
 
     def spy(loop, parallel, deferred):
         found.append(len(deferred))
         return run(loop, parallel, deferred)
 
-    with mock.patch.object(loops, "_run_invariant_deferring", spy):
+    with mock.patch.object(while_loop, "_run_invariant_deferring", spy):
         if not compiled:
             testing.assert_matches_loop(body, n, rtol=1e-4, atol=1e-5)
             return found

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_controlflow import masking
+from pfor_controlflow.loops import masking
 
 
 def _strategy(masked):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_controlflow import trip_counts
+from pfor_controlflow.loops import trip_counts
 
 TRIPS = tf.constant([3, 0, 5, 1, 2])
 

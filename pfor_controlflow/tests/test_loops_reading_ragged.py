@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import pfor_core as pf
 from pfor_core import testing
 from pfor_core.testing import ragged_loop
-from pfor_controlflow import masking
+from pfor_controlflow.loops import masking
 
 
 def _strategy(masked):
@@ -99,7 +99,7 @@ def test_per_example_gradients_through_such_a_loop(masked):
 def test_per_example_gradients_through_such_a_loop_in_an_outer_pfor():
     """The gradient loop carries the ragged gradient of what the mask kept: inside an
     outer pfor it runs masked, its rows that do not run reading a running row's items
-    (masking.stand_ins), so that the accumulator and what it adds agree in shape."""
+    (total_ops.stand_ins), so that the accumulator and what it adds agree in shape."""
     x, _, _, gradient = _gradient_example()
     batches = tf.stack([x, tf.reverse(x, [0]) * 0.5])
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_controlflow import masking
+from pfor_controlflow.loops import masking
 
 N, STEPS, WIDTH = 3, 5, 4
 X = tf.random.stateless_normal([N, STEPS, WIDTH], seed=[7, 1])

@@ -195,7 +195,7 @@ def test_gradients_through_a_loop_of_per_iteration_maximum_iterations():
     assert float(tf.reduce_max(tf.abs(got[2]))) == 0.0  # no step: no gradient
 
 
-# -- items that differ in shape between iterations (ragged_list_rows.py) ---------------------
+# -- items that differ in shape between iterations (per_row_items.py) ---------------------
 def _graph_loop(body, n):
     """The loop in a graph: an eager TensorArray of items of unknown shape cannot
     concat or stack them."""

@@ -106,7 +106,7 @@ def test_gradient_through_a_concat_of_ragged_items(steps, shape):
 
 
 def test_a_stack_of_a_per_iteration_loops_items_of_different_sizes_fails_like_the_loop():
-    """Each row stacks its own items (ragged_list_rows.py); items of different sizes
+    """Each row stacks its own items (per_row_items.py); items of different sizes
     within a row do not stack, in the loop either."""
     def body(i):
         _, ta = _write_kept(X, STEPS, [None])(i, tf.gather(X, i))

@@ -7,7 +7,7 @@ import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
 from pfor_core import testing
-from pfor_controlflow import row_views
+from pfor_controlflow.loops import row_views
 
 
 def _views_read(body, n, **kwargs):

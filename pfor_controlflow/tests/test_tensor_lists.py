@@ -14,7 +14,7 @@ from hypothesis import given, strategies as st
 import pfor_core as pf
 from pfor_core import testing
 import pfor_controlflow
-from pfor_controlflow import tensor_lists
+from pfor_controlflow.lists import plain
 
 _R = tf.raw_ops
 
@@ -212,9 +212,9 @@ def test_stack_list_of_invariant_lists(n, k, shape, written, known):
                                  element_dtype=tf.float32)
         if written:
             h = _R.TensorListSetItem(input_handle=h, index=k - 1, item=c[k - 1])
-        assert tensor_lists.is_list(pf.Invariant(tensor=h))
-        stacked = tensor_lists.stack_list(ctx, pf.Invariant(tensor=h))
-        assert tensor_lists.stack_list(ctx, pf.Stacked(tensor=stacked)) is stacked
+        assert plain.is_list(pf.Invariant(tensor=h))
+        stacked = plain.stack_list(ctx, pf.Invariant(tensor=h))
+        assert plain.stack_list(ctx, pf.Stacked(tensor=stacked)) is stacked
         got = _R.TensorListStack(input_handle=stacked, element_shape=_shape([n] + shape),
                                  element_dtype=tf.float32)
         want = _R.TensorListStack(input_handle=h, element_shape=_shape(shape),

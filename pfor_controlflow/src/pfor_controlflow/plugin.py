@@ -10,14 +10,12 @@ def pfor_converter_api_version():
 
 @hookimpl
 def pfor_register_converters(registry):
-    from pfor_controlflow import (assert_guards, calls, conditionals, list_views, loops,
-                                  optionals, ragged_list_rows, ragged_list_views,
-                                  ragged_lists, row_views, stacks, tensor_arrays,
-                                  tensor_lists)
+    from pfor_controlflow import calls
+    from pfor_controlflow.conditionals import table as conditionals
+    from pfor_controlflow.lists import table as lists
+    from pfor_controlflow.loops import table as loops
 
-    for module in (calls, conditionals, assert_guards, loops, tensor_lists, list_views,
-                   optionals, row_views, tensor_arrays, stacks, ragged_lists,
-                   ragged_list_views, ragged_list_rows):
+    for module in (calls, conditionals, loops, lists):
         module.register(registry)
 
 

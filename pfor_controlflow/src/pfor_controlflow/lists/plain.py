@@ -25,13 +25,13 @@ import functools
 
 import tensorflow as tf
 from tensorflow.python.framework import ops
-from tensorflow.python.ops import handle_data_util
 
 from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked, shapes
-from pfor_controlflow.list_views import without_rows
-from pfor_controlflow.optionals import SplitOptional
-from pfor_controlflow.list_lengths import (ListWithLengths, known_lengths, list_sizes,
-                                           own_positions, same_lengths, then)
+from pfor_controlflow.lists import handles
+from pfor_controlflow.lists.loop_views import without_rows
+from pfor_controlflow.lists.with_lengths import (ListWithLengths, known_lengths, list_sizes,
+                                                 own_positions, same_lengths, then)
+from pfor_controlflow.split_optional import SplitOptional
 
 _R = tf.raw_ops
 
@@ -90,7 +90,7 @@ def stack_list(ctx, value, element_dtype=None, element_shape=None,
         return value.tensor
     handle = value.tensor
     producer = None if isinstance(handle, ops.EagerTensor) else handle.op
-    dtype = element_dtype or _element_dtype(handle)
+    dtype = element_dtype or handles.element_dtype(handle)
     kind = producer.type if producer is not None else None
     if kind in ("TensorListReserve", "EmptyTensorList"):
         shape, size = producer.inputs
@@ -102,7 +102,7 @@ def stack_list(ctx, value, element_dtype=None, element_shape=None,
             # ragged encodings (stacked as [n]): the element shape is left unknown.
             return getattr(_R, kind)(element_shape=tf.constant(-1, shape.dtype),
                                      element_dtype=dtype, **{size_arg: size})
-        return getattr(_R, kind)(element_shape=_prepend_n(ctx, shape), element_dtype=dtype,
+        return getattr(_R, kind)(element_shape=handles.prepend_n(ctx, shape), element_dtype=dtype,
                                  **{size_arg: size})
     if dtype == tf.variant:
         if inner_dtype is None:
@@ -112,7 +112,7 @@ def stack_list(ctx, value, element_dtype=None, element_shape=None,
     if kind == "TensorListFromTensor":
         tensor, shape = producer.inputs
         return _R.TensorListFromTensor(tensor=_broadcast_second(ctx, tensor),
-                                       element_shape=_prepend_n(ctx, shape))
+                                       element_shape=handles.prepend_n(ctx, shape))
     return _broadcast_each(ctx, handle, dtype)
 
 
@@ -139,7 +139,7 @@ def _broadcast_each(ctx, handle, dtype, inner_dtype=None):
     if dtype == tf.variant:
         shape = tf.constant(-1, tf.int32)  # the elements are lists (scalar handles)
     else:
-        shape = _prepend_n(ctx, shape)
+        shape = handles.prepend_n(ctx, shape)
     out = _R.TensorListReserve(element_shape=shape, num_elements=length, element_dtype=dtype)
 
     def body(t, out):
@@ -155,31 +155,7 @@ def _broadcast_each(ctx, handle, dtype, inner_dtype=None):
     return tf.while_loop(lambda t, _: t < length, body, (tf.constant(0), out))[1]
 
 
-def _element_dtype(handle) -> tf.DType:
-    # The attr of the op that made the list; not of one that read it from a list of lists
-    # (its element_dtype is the outer list's).
-    if not isinstance(handle, ops.EagerTensor) and "element_dtype" in handle.op.node_def.attr \
-            and handle.op.type != "TensorListGetItem" and handle.value_index == 0:
-        return handle.op.get_attr("element_dtype")
-    data = handle_data_util.get_resource_handle_data(handle)
-    if data is not None and data.is_set and data.shape_and_type:
-        return tf.as_dtype(data.shape_and_type[0].dtype)
-    raise ValueError(f"stack_list: cannot tell the element dtype of tensor list {handle!r}; "
-                     "pass element_dtype")
-
-
 # -- shape helpers ----------------------------------------------------------------------
-def _prepend_n(ctx, shape: tf.Tensor) -> tf.Tensor:
-    """Per-iteration element shape (int32/int64 tensor, scalar -1 for an unknown rank)
-    -> the stacked list's element shape: ``n`` first where the rank is known."""
-    shape = tf.convert_to_tensor(shape)
-    n = tf.reshape(tf.cast(ctx.n, shape.dtype), [1])
-    if shape.shape.rank == 0:  # made here: ops need a scalar shape to be a constant -1
-        return tf.constant(-1, shape.dtype)
-    if shape.shape.rank == 1:
-        return tf.concat([n, shape], 0)
-    return tf.cond(tf.equal(tf.rank(shape), 0), lambda: shape,
-                   lambda: tf.concat([n, tf.reshape(shape, [tf.size(shape)])], 0))
 
 
 def _swap01(x: tf.Tensor) -> tf.Tensor:
@@ -311,7 +287,7 @@ def _pop_own(ctx, shape):
         handle = then(tf.debugging.assert_positive(lengths, message=(
             f"pfor: {ctx.op_type} '{ctx.op.name}' pops from an empty tensor list")), handle)
         lengths = lengths - 1
-    out, item = ctx.emit(handle, _prepend_n(ctx, shape))
+    out, item = ctx.emit(handle, handles.prepend_n(ctx, shape))
     return [ListWithLengths(tensor=out, lengths=lengths, right_aligned=True),
             _stacked_out(ctx, item, 1)]
 
@@ -334,7 +310,7 @@ def convert_from_tensor(ctx):
     """tensor [n, T, ...] -> T elements [n, ...]."""
     shape = _invariant_input(ctx, 1, "element shape")
     tensor = ctx.stacked(0)
-    return ctx.emit_stacked(_swap01(tensor), _prepend_n(ctx, shape))
+    return ctx.emit_stacked(_swap01(tensor), handles.prepend_n(ctx, shape))
 
 
 @_declining(rows_own_lengths=True)
@@ -395,9 +371,9 @@ def convert_get_item(ctx):
         out = _R.TensorListGather(input_handle=handle.tensor, indices=index.tensor,
                                   element_shape=shape, element_dtype=ctx.attr("element_dtype"))
     elif not index.is_stacked:
-        out = ctx.emit(handle.tensor, index.tensor, _prepend_n(ctx, shape))[0]
+        out = ctx.emit(handle.tensor, index.tensor, handles.prepend_n(ctx, shape))[0]
     else:
-        items = _stack_items(ctx, handle.tensor, _prepend_n(ctx, shape))
+        items = _stack_items(ctx, handle.tensor, handles.prepend_n(ctx, shape))
         out = _take_own(items, index.tensor)
     return _stacked_out(ctx, out)
 
@@ -408,10 +384,10 @@ def convert_stack(ctx):
     value = ctx.inputs[0]
     if _ragged_rows(ctx, value):
         # Rows of their own numbers of items stack to values of their own lengths.
-        items = _own_items(ctx, value, ctx.emit(value.tensor, _prepend_n(ctx, shape))[0])
+        items = _own_items(ctx, value, ctx.emit(value.tensor, handles.prepend_n(ctx, shape))[0])
         rank = ctx.output_shapes[0].rank
         return Ragged.from_stacked(items, [value.lengths] + [None] * (rank - 1))
-    items = ctx.emit(same_lengths(ctx, value), _prepend_n(ctx, shape))[0]
+    items = ctx.emit(same_lengths(ctx, value), handles.prepend_n(ctx, shape))[0]
     return _stacked_out(ctx, _swap01(items))
 
 
@@ -446,9 +422,9 @@ def convert_gather(ctx):
         values = ctx.emit(handle.tensor, flat, shape)[0]
         out = _unflatten(values, ctx.dims(indices))
     elif not indices.is_stacked:
-        out = _swap01(ctx.emit(handle.tensor, indices.tensor, _prepend_n(ctx, shape))[0])
+        out = _swap01(ctx.emit(handle.tensor, indices.tensor, handles.prepend_n(ctx, shape))[0])
     else:
-        items = _stack_items(ctx, handle.tensor, _prepend_n(ctx, shape))
+        items = _stack_items(ctx, handle.tensor, handles.prepend_n(ctx, shape))
         out = _take_own(items, indices.tensor)
     return _stacked_out(ctx, out)
 
@@ -471,9 +447,9 @@ def convert_scatter_new_list(ctx):
     if not indices.is_stacked:
         rest = [] if size is None else [size]
         return ctx.emit_stacked(_swap01(values), indices.tensor,
-                                _prepend_n(ctx, shape), *rest)
+                                handles.prepend_n(ctx, shape), *rest)
     base = _R.TensorListReserve(
-        element_shape=_prepend_n(ctx, shape), element_dtype=ctx.attr("element_dtype"),
+        element_shape=handles.prepend_n(ctx, shape), element_dtype=ctx.attr("element_dtype"),
         num_elements=0 if size is None else tf.maximum(size, 0))
     return Stacked(tensor=_scatter(ctx, base, indices.tensor, values, resize=True))
 
@@ -512,7 +488,7 @@ def convert_pop_back(ctx):
         # a list of lists: the item is a stacked list
         out, item = ctx.emit(handle, shape)
         return [Stacked(tensor=out), Stacked(tensor=item)]
-    out, item = ctx.emit(handle, _prepend_n(ctx, shape))
+    out, item = ctx.emit(handle, handles.prepend_n(ctx, shape))
     return [Stacked(tensor=out), _stacked_out(ctx, item, 1)]
 
 
@@ -543,7 +519,7 @@ def convert_concat(ctx):
     if static is not None and static.ndim == 1 and static.size and static[0] >= 0:
         # Every element has this leading dim: one stack and a reshape.
         width = int(static[0])
-        items = _swap01(_stack_items(ctx, handle, _prepend_n(ctx, shape)))  # [n, T, d, ...]
+        items = _swap01(_stack_items(ctx, handle, handles.prepend_n(ctx, shape)))  # [n, T, d, ...]
         d = ctx.dims(items)
         out = shapes.reshape(items, [d[0], d[1] * width] + d[3:])
         lengths = tf.fill(tf.reshape(_R.TensorListLength(input_handle=handle), [1]),
@@ -566,7 +542,7 @@ def _concat_own(ctx, value, shape):
             "iterations hold different numbers of items, of an item rank not known when "
             "tracing; give the list an element shape, or read it by stack().")
     own = _R.TensorListElementShape(input_handle=value.tensor, shape_type=tf.int32)
-    element = own if own.shape.rank == 1 else _prepend_n(ctx, shape)
+    element = own if own.shape.rank == 1 else handles.prepend_n(ctx, shape)
     items = _own_items(ctx, value, _stack_items(ctx, value.tensor, element))  # [n, T, d, ...]
     d = ctx.dims(items)
     out = shapes.reshape(items, [d[0], d[1] * d[2]] + d[3:])
@@ -587,7 +563,7 @@ def _concat_each(ctx, handle, shape):
 
     def body(t, swapped):
         item = _R.TensorListGetItem(input_handle=handle, index=t,
-                                    element_shape=_prepend_n(ctx, shape), element_dtype=dtype)
+                                    element_shape=handles.prepend_n(ctx, shape), element_dtype=dtype)
         return t + 1, _R.TensorListSetItem(input_handle=swapped, index=t, item=_swap01(item))
 
     _, swapped = tf.while_loop(lambda t, _: t < length, body, (tf.constant(0), swapped))
@@ -616,7 +592,7 @@ def convert_split(ctx):
     check = tf.debugging.assert_equal(
         tf.reduce_sum(lengths), total,
         message="TensorListSplit: the lengths must add up to the tensor's first dimension")
-    out = _R.TensorListReserve(element_shape=_prepend_n(ctx, shape), num_elements=count,
+    out = _R.TensorListReserve(element_shape=handles.prepend_n(ctx, shape), num_elements=count,
                                element_dtype=ctx.attr("element_dtype"))
 
     def body(t, out):
@@ -650,37 +626,18 @@ def _is_optional(tensor) -> bool:
                               "Case", "StatelessCase")
 
 
-def _summed_dtype(ctx):
-    """The element dtype of the lists AddN sums, from an input made by a list op (an
-    item popped from a list of lists carries the outer list's handle data instead),
-    else from the graph around the inputs and the sum."""
-    for t in ctx.op.inputs:
-        op = t.op
-        while op.type == "Identity":
-            t = op.inputs[0]
-            op = t.op
-        if t.value_index == 0 and "element_dtype" in op.node_def.attr:
-            return op.get_attr("element_dtype")
-    from pfor_controlflow.loop_vars import list_dtype_near  # pylint: disable=import-outside-toplevel
-    for t in list(ctx.op.inputs) + list(ctx.op.outputs):
-        dtype = list_dtype_near(t)
-        if dtype is not None and dtype != tf.variant:
-            return dtype
-    return None
-
-
 @_declining
 def convert_add_lists(ctx):
     """AddN of tensor lists (gradients of list ops add up): elementwise on the elements,
     which a stacked list holds as [n, ...]."""
     if ctx.op.outputs[0].dtype != tf.variant:
         raise _Decline("not tensor lists")
-    dtype = _summed_dtype(ctx)
+    dtype = handles.summed_dtype(ctx)
     try:
-        handles = [stack_list(ctx, v, dtype) for v in ctx.inputs]
+        summands = [stack_list(ctx, v, dtype) for v in ctx.inputs]
     except ValueError as err:  # element dtype unknown
         raise _Decline(str(err)) from None
-    return ctx.emit_stacked(*handles)
+    return ctx.emit_stacked(*summands)
 
 
 @_declining
@@ -702,30 +659,9 @@ def convert_new_list(ctx):
         caps = tf.cast(ctx.stacked(1), tf.int32)
         cap = tf.where(tf.reduce_any(caps < 0), -1, tf.reduce_max(tf.concat([caps, [0]], 0)))
         return Stacked(tensor=_R.EmptyTensorList(
-            element_shape=_prepend_n(ctx, shape), max_num_elements=cap, element_dtype=dtype))
+            element_shape=handles.prepend_n(ctx, shape), max_num_elements=cap, element_dtype=dtype))
     sizes = list_sizes(ctx)
     longest = tf.reduce_max(tf.concat([sizes, [0]], 0))
-    handle = _R.TensorListReserve(element_shape=_prepend_n(ctx, shape), num_elements=longest,
+    handle = _R.TensorListReserve(element_shape=handles.prepend_n(ctx, shape), num_elements=longest,
                                   element_dtype=dtype)
     return ListWithLengths(tensor=handle, lengths=sizes)
-
-
-def register(registry):
-    add = registry.add
-    add(["TensorListReserve", "EmptyTensorList"], convert_new_list, inputs="**")
-    add("TensorListFromTensor", convert_from_tensor, inputs="**")
-    add("TensorListSetItem", convert_set_item, inputs="***")
-    add("TensorListGetItem", convert_get_item, inputs="***")
-    add("TensorListStack", convert_stack, inputs="**")
-    add("TensorListGather", convert_gather, inputs="***")
-    add("TensorListScatterIntoExistingList", convert_scatter_into_list, inputs="***")
-    add("TensorListScatterV2", convert_scatter_new_list, inputs="****")
-    add("TensorListScatter", convert_scatter_new_list, inputs="***")
-    add("TensorListPushBack", convert_push_back, inputs="**")
-    add("TensorListPopBack", convert_pop_back, inputs="**")
-    add("TensorListLength", convert_length, inputs="S")
-    add("TensorListElementShape", convert_element_shape, inputs="S")
-    add("TensorListConcatV2", convert_concat, inputs="***")
-    add("TensorListResize", convert_resize, inputs="**")
-    add("TensorListSplit", convert_split, inputs="***")
-    add("AddN", convert_add_lists)

@@ -6,8 +6,8 @@ holds when values of per-iteration shapes are written into it, e.g.
 Such a list is made here, as is one made with an element shape that differs between
 iterations (raw ``TensorListReserve`` / ``EmptyTensorList``); a stack gives each row
 its own items, a ragged value ragged along the item count too where rows hold
-different numbers. (ragged_lists.py has the rest: writes and reads at one position,
-concat, the loops' pushes and pops; ragged_list_views.py writes and reads at per-row
+different numbers. (ragged_items.py has the rest: writes and reads at one position,
+concat, the loops' pushes and pops; ragged_item_views.py writes and reads at per-row
 positions.)
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Decline, Ragged
-from pfor_controlflow import ragged_lists
-from pfor_controlflow.list_lengths import list_sizes
-from pfor_controlflow.ragged_lists import RaggedList, stack_items
+from pfor_controlflow.lists import ragged_items
+from pfor_controlflow.lists.ragged_items import RaggedList, stack_items
+from pfor_controlflow.lists.with_lengths import list_sizes
 
 _R = tf.raw_ops
 
@@ -27,17 +27,17 @@ def writes_ragged_items(op) -> bool:
     """Whether the list ``op`` makes is written (directly, after other writes, or in a
     while loop) with items whose static shape is not fully known: items that may
     differ in shape between iterations."""
-    return any(not item.shape.is_fully_defined() for item in ragged_lists.written_items(op))
+    return any(not item.shape.is_fully_defined() for item in ragged_items.written_items(op))
 
 
 def convert_reserve(ctx):
     """A list of per-iteration size made once per iteration (not in a loop of the body,
-    ragged_lists.py), written with items that may differ in shape between iterations:
+    ragged_items.py), written with items that may differ in shape between iterations:
     a list of ragged items whose rows hold their own numbers, all unset (plain items
-    make a list with lengths instead, tensor_lists.py)."""
+    make a list with lengths instead, plain.py)."""
     if ctx.in_body_loop or not writes_ragged_items(ctx.op):
         raise Decline("a list of plain items, or in a loop of the body")
-    return ragged_lists.reserved_rows(ctx, list_sizes(ctx))
+    return ragged_items.reserved_rows(ctx, list_sizes(ctx))
 
 
 def convert_new_shaped(ctx):
@@ -48,7 +48,7 @@ def convert_new_shaped(ctx):
     tell unset items from set ones later); an empty list's takes any. A list of per-row
     size in a loop of the body may be a gradient's, whose element shape (the forward
     list's, read back per step) is not: a row's unset items whose element shape is not
-    fully defined are of zero size there (as ragged_lists.reserved_rows makes them)."""
+    fully defined are of zero size there (as ragged_items.reserved_rows makes them)."""
     spec = ctx.op.inputs[0].shape
     if spec.rank != 1 or spec[0] is None:
         raise Decline("an element shape of unknown rank")
@@ -56,7 +56,7 @@ def convert_new_shaped(ctx):
     if dtype == tf.variant:
         raise Decline("a list of lists")
     shapes = tf.cast(ctx.stacked(0), tf.int32)  # [n, rank]
-    element = ragged_lists.shapes_element(ctx, rank)
+    element = ragged_items.shapes_element(ctx, rank)
     if ctx.op_type == "EmptyTensorList":
         if ctx.inputs[1].is_stacked:
             raise Decline("a per-iteration cap on the list's size")
@@ -105,8 +105,8 @@ def convert_stack_rows(ctx):
     value = ctx.inputs[0]
     if not isinstance(value, RaggedList) or value.counts is None:
         raise Decline("not a list whose rows hold their own numbers of ragged items")
-    counts = ragged_lists.known_counts(ctx, value)
-    ragged_lists.element_shape_input(ctx, value)
+    counts = ragged_items.known_counts(ctx, value)
+    ragged_items.element_shape_input(ctx, value)
     rank = value.rank
     items, shapes = stack_items(ctx, value, ctx.attr("element_dtype"))
     if value.right_aligned:
@@ -123,13 +123,3 @@ def convert_stack_rows(ctx):
     return Ragged.from_stacked(rows, [counts] + [
         sizes[:, d] if original.rank is None or original[d + 1] is None else None
         for d in range(rank)])
-
-
-def register(registry):
-    add = registry.add
-    add("TensorListStack", convert_stack_rows, inputs="S*", priority=25, narrow=True)
-    add("TensorListReserve", convert_reserve, inputs="*S", priority=25)
-    # (ahead of convert_reserve: a per-iteration element shape decides unset items)
-    add(["TensorListReserve", "EmptyTensorList"], convert_new_shaped, inputs="S*",
-        priority=26)
-

@@ -17,7 +17,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Invariant, Stacked
-from pfor_controlflow.tensor_arrays import elements_stacked, mark
+from pfor_controlflow.lists.tensor_arrays import elements_stacked, mark
 
 
 def convert_stack(ctx):
@@ -59,12 +59,3 @@ def convert_close(ctx):
         return ctx.decline("created outside the loop: closed by each iteration in turn")
     ctx.emit(*(v.tensor for v in ctx.inputs))
     return []
-
-
-def register(registry):
-    """Add this family's converters to the pack's registrar (all ops are stateful: the
-    walk asks them also when all inputs are invariant)."""
-    registry.add("StackV2", convert_stack, inputs="*")
-    registry.add("StackPushV2", convert_push, inputs="U*")
-    registry.add("StackPopV2", convert_pop, inputs="U")
-    registry.add(["StackCloseV2", "TensorArrayCloseV3"], convert_close, inputs="U")

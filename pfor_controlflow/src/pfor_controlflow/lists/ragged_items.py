@@ -7,7 +7,7 @@ in which a while loop keeps an intermediate for its gradient. Such a list become
 each item padded to its own largest extent, zero padding as ``Ragged`` promises) and,
 beside it, a stacked list of the items' per-iteration shapes (elements int32
 ``[n, rank]``), updated together. Reads give ``Ragged`` values again. A while loop
-carries both lists as one variable (loops.py); a ``RaggedList`` has no plain stacked
+carries both lists as one variable (while_loop.py); a ``RaggedList`` has no plain stacked
 form, so list ops without a converter here decline and the fallback refuses it.
 
 A loop whose trip count differs per iteration leaves each row its own number of items
@@ -26,8 +26,9 @@ import tensorflow as tf
 from pfor_core.extend import (ConversionError, Decline, Invariant, Ragged, Stacked, View,
                               usually_uniform)
 from pfor_controlflow.functions import function_graph
-from pfor_controlflow.list_lengths import ListWithLengths, within_rows
-from pfor_controlflow.tensor_lists import _element_dtype, _prepend_n, _summed_dtype, stack_list
+from pfor_controlflow.lists import handles
+from pfor_controlflow.lists.plain import stack_list
+from pfor_controlflow.lists.with_lengths import ListWithLengths, within_rows
 
 _R = tf.raw_ops
 
@@ -117,13 +118,6 @@ def item_parts(ctx, value) -> tuple[tf.Tensor, tf.Tensor]:
     return tensor, tf.tile(per[None], tf.concat([_n(ctx), [1]], 0))
 
 
-def _rank_of(value) -> int:
-    rank = value.rank if isinstance(value, Ragged) else value.shape.rank
-    if rank is None:
-        raise Decline("an item of unknown rank")
-    return rank
-
-
 def as_ragged_list(ctx, value, rank: int, dtype) -> RaggedList:
     """A list layout value (invariant, stacked or ragged) as a ``RaggedList``: a plain
     list gets a list of its items' shapes (each item whole in every iteration).
@@ -136,7 +130,7 @@ def as_ragged_list(ctx, value, rank: int, dtype) -> RaggedList:
         raise Decline(f"a tensor list held as {type(value).__name__}")
     try:
         handle = stack_list(ctx, value, dtype)
-        dtype = dtype or _element_dtype(handle)
+        dtype = dtype or handles.element_dtype(handle)
     except ValueError as err:
         raise Decline(str(err)) from None
     return RaggedList(tensor=handle, shapes=_shapes_list(ctx, handle, rank, dtype), rank=rank)
@@ -232,7 +226,7 @@ def convert_ragged_push_back(ctx):
     dtype = ctx.attr("element_dtype")
     if dtype == tf.variant:
         raise Decline("a list of lists")
-    value = as_ragged_list(ctx, ctx.inputs[0], _rank_of(item), dtype)
+    value = as_ragged_list(ctx, ctx.inputs[0], handles.rank_of(item), dtype)
     padded, sizes = item_parts(ctx, item)
     padded = fits_element(ctx, value, sizes, padded)
     return value.again(_R.TensorListPushBack(input_handle=value.tensor, tensor=padded),
@@ -259,7 +253,7 @@ def convert_ragged_set_item(ctx):
     dtype = ctx.attr("element_dtype")
     if dtype == tf.variant:
         raise Decline("a list of lists")
-    value = as_ragged_list(ctx, ctx.inputs[0], _rank_of(item), dtype)
+    value = as_ragged_list(ctx, ctx.inputs[0], handles.rank_of(item), dtype)
     padded, sizes = item_parts(ctx, item)
     padded = fits_element(ctx, value, sizes, padded)
     resize = ctx.attr("resize_if_index_out_of_bounds")
@@ -321,7 +315,7 @@ def stack_items(ctx, value, dtype):
     if getattr(ctx, "nested", False):
         largest = _padded_size(ctx, value, count, dtype)
     else:
-        largest = _largest(tf.reshape(shapes, [-1, rank]), rank)
+        largest = handles.largest(tf.reshape(shapes, [-1, rank]), rank)
     whole = tf.concat([_n(ctx), largest], 0)
     padded = _R.TensorListReserve(element_shape=whole, num_elements=count, element_dtype=dtype)
 
@@ -392,7 +386,7 @@ def convert_ragged_from_tensor(ctx):
     if value.lengths[0] is not None and all(d is None for d in value.lengths[1:]):
         items = tf.transpose(padded, [1, 0] + list(range(2, rank + 2)))  # [T, n, ...]
         return ListWithLengths(tensor=_R.TensorListFromTensor(
-            tensor=items, element_shape=_prepend_n(ctx, shape)), lengths=value.lengths[0])
+            tensor=items, element_shape=handles.prepend_n(ctx, shape)), lengths=value.lengths[0])
     counts = value.lengths[0]
     if counts is not None and not _marked_uniform(value, counts):
         # rows of their own numbers of ragged items (a stack's gradient, say)
@@ -443,7 +437,7 @@ def convert_ragged_add_lists(ctx):
             isinstance(v, RaggedList) for v in ctx.inputs):
         raise Decline("no tensor list of ragged items")
     rank = next(v.rank for v in ctx.inputs if isinstance(v, RaggedList))
-    dtype = _summed_dtype(ctx)
+    dtype = handles.summed_dtype(ctx)
     if dtype is None:
         raise Decline("the lists' element dtype is not known here")
     lists = [as_ragged_list(ctx, v, rank, dtype) for v in ctx.inputs]
@@ -458,9 +452,9 @@ def convert_ragged_add_lists(ctx):
                                       element_dtype=tf.int32) for v in lists]
         items = [_R.TensorListGetItem(  # an unset item: zeros of its (zero) sizes
             input_handle=v.tensor, index=t, element_dtype=dtype,
-            element_shape=tf.concat([_n(ctx), _largest(size, rank)], 0))
+            element_shape=tf.concat([_n(ctx), handles.largest(size, rank)], 0))
             for v, size in zip(lists, sizes)]
-        whole = tf.concat([_n(ctx), _largest(tf.concat(sizes, 0), rank)], 0)
+        whole = tf.concat([_n(ctx), handles.largest(tf.concat(sizes, 0), rank)], 0)
         total = tf.add_n([_fitted(item, whole) for item in items])
         size = tf.reduce_max(tf.stack(sizes), axis=0)
         return (t + 1, _R.TensorListSetItem(input_handle=data, index=t, item=total),
@@ -481,11 +475,6 @@ def _fitted(item, whole):
     grow = tf.maximum(whole - tf.shape(item, out_type=tf.int32), 0)
     item = tf.pad(item, tf.stack([tf.zeros_like(grow), grow], 1))
     return tf.slice(item, tf.zeros_like(whole), whole)
-
-
-def _largest(sizes, rank):
-    """The largest of ``sizes`` ([m, rank]) per dimension (zeros when m is 0)."""
-    return tf.reduce_max(tf.concat([sizes, tf.zeros([1, rank], tf.int32)], 0), axis=0)
 
 
 def convert_ragged_resize(ctx):
@@ -603,7 +592,7 @@ def convert_reserve_rows(ctx):
     loop's gradient of a read, sized as each row's list was at that step): a list of
     (possibly ragged) items whose rows hold their own numbers of items, at the start of
     each row's list, all unset (an unset item reads as zeros of its sizes, zero)."""
-    if not ctx.in_body_loop:  # a list made once per iteration: ragged_list_rows.py
+    if not ctx.in_body_loop:  # a list made once per iteration: per_row_items.py
         raise Decline("a list of per-iteration size outside a loop of the body")
     return reserved_rows(ctx, tf.cast(ctx.stacked(1), tf.int32))
 
@@ -660,25 +649,3 @@ def convert_ragged_split(ctx):
         tensor=_R.TensorListFromTensor(tensor=items, element_shape=-1),
         shapes=_R.TensorListFromTensor(tensor=whole, element_shape=shapes_element(ctx, rank)),
         rank=rank, counts=counts)
-
-
-def register(registry):
-    add = registry.add
-    # Ahead of the plain tensor-list converters (and the loop views') for their own lists.
-    add("TensorListPushBack", convert_ragged_push_back, inputs="*R", priority=20, views=True)
-    add("TensorListPushBack", convert_ragged_push_back, inputs="S*", priority=20, narrow=True)
-    add("TensorListPopBack", convert_ragged_pop_back, inputs="S*", priority=20, narrow=True)
-    add("TensorListSetItem", convert_ragged_set_item, inputs="*UR", priority=20, views=True)
-    add("TensorListSetItem", convert_ragged_set_item, inputs="SU*", priority=20, narrow=True)
-    add("TensorListGetItem", convert_ragged_get_item, inputs="SU*", priority=20, narrow=True)
-    add("TensorListStack", convert_ragged_stack, inputs="S*", priority=20, narrow=True)
-    add("TensorListFromTensor", convert_ragged_from_tensor, inputs="RU", priority=20)
-    add("TensorListLength", convert_ragged_length, inputs="S", priority=20, narrow=True)
-    add("TensorListElementShape", convert_ragged_element_shape, inputs="S", priority=20,
-        narrow=True)
-    add("TensorListConcatV2", convert_ragged_concat, inputs="S*U", priority=20, narrow=True)
-    add("TensorListSplit", convert_ragged_split, inputs="R??", priority=20)
-    add("TensorListReserve", convert_reserve_rows, inputs="*S", priority=20)
-    add("TensorListResize", convert_ragged_resize, inputs="SU", priority=20, narrow=True)
-    add("ZerosLike", convert_ragged_zeros_like, inputs="S", priority=20, narrow=True)
-    add("AddN", convert_ragged_add_lists, inputs="*...", priority=20, narrow=True)

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-import dataclasses
-
-from pfor_core.extend import Invariant, Ragged, Stacked, View
+from pfor_core.extend import Invariant, Ragged, Stacked
+from pfor_controlflow.split_optional import SplitOptional, encoded, sized, stacked_shape
 
 _R = tf.raw_ops
 
@@ -37,59 +36,13 @@ def _producer(tensor):
     return tensor.op
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class SplitOptional(View):
-    """A stacked optional holding one part per branch: ``parts[b]`` is the
-    (dtypes, shapes) spec of branch b's part, or None. ``tensor`` is the optional of
-    every part's components, one after the other."""
-
-    parts: tuple
-
-    def materialize(self) -> Stacked:
-        """The stacked optional of all parts' components, as a plain value."""
-        return Stacked(tensor=self.tensor)
-
-    def part(self, b) -> list[tf.Tensor]:
-        """Branch ``b``'s components (all rows)."""
-        start = sum(len(encoded(p)[0]) for p in self.parts[:b] if p is not None)
-        dtypes, _ = encoded(self.parts[b])
-        every = [(d, s) for p in self.parts if p is not None for d, s in zip(*encoded(p))]
-        values = _R.OptionalGetValue(
-            optional=self.tensor, output_types=[d for d, _ in every],
-            output_shapes=[stacked_shape(d, s) for d, s in every])
-        return list(values[start:start + len(dtypes)])
-
-
-def _sized(dtype, shape) -> bool:
-    """Whether a component is held with its per-iteration shapes (see the module
-    docstring)."""
-    return dtype != tf.variant and not tf.TensorShape(shape).is_fully_defined()
-
-
-def encoded(spec) -> tuple[list, list]:
-    """The (dtypes, shapes) a stacked optional holds for components ``spec``: each
-    component, followed by its per-iteration shapes where its static shape is not
-    fully known. Raises ValueError for a component of unknown rank."""
-    dtypes, shapes = [], []
-    for dtype, shape in zip(*spec):
-        shape = tf.TensorShape(shape)
-        dtypes.append(dtype)
-        shapes.append(shape)
-        if _sized(dtype, shape):
-            if shape.rank is None:
-                raise ValueError("an intermediate of unknown rank")
-            dtypes.append(tf.int32)
-            shapes.append(tf.TensorShape([shape.rank]))
-    return dtypes, shapes
-
-
 def encode(value, shape, stack) -> list[tf.Tensor]:
     """A component's layout value as the stacked tensors an optional holds for it
     (``shape``: its static shape; ``stack``: a layout value's stacked tensor)."""
     if isinstance(value, Ragged):
         return [value.padded, value.shapes()]
     tensor = stack(value)
-    if not _sized(value.dtype, shape):
+    if not sized(value.dtype, shape):
         return [tensor]
     if tf.TensorShape(shape).rank is None:
         raise ValueError("an intermediate of unknown rank")
@@ -101,17 +54,12 @@ def decode(parts, dtype, shape):
     """The layout value of a component read from the stacked tensors ``parts`` (an
     iterator) of an optional: ragged along the dimensions not known statically."""
     tensor = next(parts)
-    if not _sized(dtype, shape):
+    if not sized(dtype, shape):
         return Stacked(tensor=tensor)
     sizes = next(parts)
     shape = tf.TensorShape(shape)
     return Ragged(padded=tensor, lengths=tuple(
         sizes[:, d] if shape[d] is None else None for d in range(shape.rank)))
-
-
-def stacked_shape(dtype, shape) -> tf.TensorShape:
-    """The shape of a stacked component (a tensor list keeps its scalar handle)."""
-    return shape if dtype == tf.variant else tf.TensorShape([None]).concatenate(shape)
 
 
 def rows_of(component, positions):
@@ -245,8 +193,3 @@ def convert_get_value(ctx):
     parts = _R.OptionalGetValue(optional=value.tensor, output_types=dtypes,
                                 output_shapes=stacked)
     return [Stacked(tensor=p) for p in parts]
-
-
-def register(registry):
-    registry.add("OptionalFromValue", convert_from_value, inputs="?...")
-    registry.add("OptionalGetValue", convert_get_value, inputs="S", views=True)

@@ -5,14 +5,14 @@ It fails when any iteration's predicate is false, whatever the layouts of the da
 would print, so it takes ragged data too (values a ``tf.RaggedTensor`` built in the
 body validates): one ``Assert`` of all predicates, with the guard's messages; its
 outputs are its inputs passed through. Conditionals of other shapes are left to
-conditionals.py.
+cond.py.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_controlflow.conditionals import _branch_graphs, truth
+from pfor_controlflow.conditionals.cond import branch_graphs, truth
 
 _PASSING = frozenset({"NoOp", "Placeholder", "Identity"})
 
@@ -32,7 +32,7 @@ def _passed_through(graph):
 def _guard(ctx):
     """The Assert op of an assert guard (failing exactly when the predicate is false),
     or a reason why this conditional is not one."""
-    graphs = _branch_graphs(ctx)
+    graphs = branch_graphs(ctx)
     if ctx.op_type not in ("If", "StatelessIf") or graphs is None:
         return "not an If with its branch functions"
     passing, failing = graphs
@@ -67,10 +67,3 @@ def convert_assert_guard(ctx):
     if ctx.n_static != 0:
         tf.debugging.Assert(holds, [" ".join(texts) or "assertion failed"])
     return [ctx.inputs[1 + k] for k in through]
-
-
-def register(registry):
-    # After conditionals.py's converters, which take guards of stacked and invariant
-    # data; this one also takes ragged data (a predicate the same in every iteration
-    # guards data of the same value: ragged data then come with a stacked predicate).
-    registry.add(["If", "StatelessIf"], convert_assert_guard, inputs="S?...", priority=-1)

@@ -24,13 +24,15 @@ import copy
 import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
-from pfor_controlflow import deferred_sums, masking, ragged_lists, trip_counts
-from pfor_controlflow.conditionals import truth
+from pfor_controlflow import total_ops
+from pfor_controlflow.conditionals.cond import truth
 from pfor_controlflow.functions import function_graph, scratch_graph, stand_in, with_effects
-from pfor_controlflow.list_lengths import ListWithLengths
-from pfor_controlflow.list_views import ListView
-from pfor_controlflow.loop_vars import (Loop, carried_out, list_dtypes, length_change,
-                                        ragged_value, stack_value)
+from pfor_controlflow.lists import ragged_items
+from pfor_controlflow.lists.loop_views import ListView
+from pfor_controlflow.lists.with_lengths import ListWithLengths
+from pfor_controlflow.loops import deferred_sums, masking, trip_counts
+from pfor_controlflow.loops.loop_vars import (Loop, carried_out, length_change, list_dtypes,
+                                              ragged_value, stack_value)
 
 
 def _placeholder(like, shape, stacked=False):
@@ -51,7 +53,7 @@ def _placeholder(like, shape, stacked=False):
 
 def _stand_ins(loop, stacked):
     """Placeholders for the carried variables (a list of ragged items: a pair)."""
-    return [ragged_lists.placeholder(loop.ragged_lists[k]) if k in loop.ragged_lists
+    return [ragged_items.placeholder(loop.ragged_lists[k]) if k in loop.ragged_lists
             else _placeholder(loop.body.inputs[k], loop.shape_of(k, stacked), stacked[k])
             for k in loop.carried]
 
@@ -67,7 +69,7 @@ def _find_stacked(loop, stacked) -> list[bool]:
             trial = ctx.convert_function(body, loop.layouts(values, stacked), trial=True)
         grown = [s or v.is_stacked for s, v in zip(stacked, trial.outputs)]
         ragged = {k: v.rank for k, v in enumerate(trial.outputs)
-                  if isinstance(v, ragged_lists.RaggedList) and k in loop.carried}
+                  if isinstance(v, ragged_items.RaggedList) and k in loop.carried}
         if grown == stacked and ragged.keys() <= loop.ragged_lists.keys():
             return stacked
         stacked = grown
@@ -220,10 +222,10 @@ def convert_while(ctx):
                                "shape differs between iterations (their padded size is "
                                "not known when compiling)")
         # (an Assert is no effect to repeat here: rows that should not run check the
-        # values of a row that runs, masking.stand_ins, as an Assert is not total)
-        repeated = [e for e in masking.effects(loop.body, loop.cond) if e != "Assert"]
+        # values of a row that runs, total_ops.stand_ins, as an Assert is not total)
+        repeated = [e for e in total_ops.effects(loop.body, loop.cond) if e != "Assert"]
         if repeated:
-            return ctx.decline(masking.refusal(
+            return ctx.decline(total_ops.refusal(
                 ctx, "a loop with per-iteration trip counts", repeated))
         refused = trip_counts.masked_lists_refused(loop)
         if refused:
@@ -240,7 +242,7 @@ def _run_uniform(loop, parallel):
     (trip_counts.run_masked says why that is exact): plain stacked lists, also where
     the items pushed differ in shape between iterations (they are pushed padded)."""
     ctx = loop.ctx
-    if any(isinstance(v, ragged_lists.RaggedList) for v in loop.inputs):
+    if any(isinstance(v, ragged_items.RaggedList) for v in loop.inputs):
         return ctx.decline("a list of ragged items enters a masked loop of a nested pfor")
     refused = _lists_refused(loop, True)
     if refused:
@@ -262,18 +264,18 @@ def _layouts_only(loop, per_iteration):
     (each iteration stops with its own value); the others are the loop's inputs."""
     ctx = loop.ctx
     return [loop.inputs[k] if k not in loop.carried or k in loop.ragged_values
-            else ragged_lists.placeholder(loop.ragged_lists[k]) if k in loop.ragged_lists
+            else ragged_items.placeholder(loop.ragged_lists[k]) if k in loop.ragged_lists
             else stand_in(t, per_iteration or loop.stacked[k], ctx.n_static)
             for k, t in enumerate(ctx.op.outputs)]
 
 
 def _lists_refused(loop, per_iteration):
     """Why the loop cannot take a tensor list whose rows hold their own numbers of
-    items (list_lengths.py), or None. A loop with per-iteration trip counts pops such
+    items (with_lengths.py), or None. A loop with per-iteration trip counts pops such
     a list as a gradient loop pops its accumulators; nothing else keeps each row's
     items where that row's steps look for them."""
     for k, value in enumerate(loop.inputs):
-        if isinstance(value, ragged_lists.RaggedList) and (
+        if isinstance(value, ragged_items.RaggedList) and (
                 value.counts is not None or not value.counts_known):
             refused = _ragged_counts_refused(loop, k, value, per_iteration)
             if refused:
@@ -306,7 +308,7 @@ _BY_INDEX = frozenset({"Identity", "TensorListSetItem", "TensorListGetItem",
 
 def _ragged_counts_refused(loop, k, value, per_iteration):
     """Why a list of ragged items whose rows hold their own numbers of items
-    (ragged_lists.py) cannot enter the loop, or None: the loop may pop it (right-aligned,
+    (ragged_items.py) cannot enter the loop, or None: the loop may pop it (right-aligned,
     as a gradient loop pops its accumulators) or address its items by index (left-aligned:
     a row's item t is at t, as a gradient loop reads the gradient of a concat)."""
     uses = _list_ops(loop.body, k)
@@ -334,8 +336,3 @@ def _list_ops(body, k) -> set:
                            "TensorListPushBack", "TensorListPopBack", "AddN"):
                 pending.append(op.outputs[0])
     return found
-
-
-def register(registry):
-    # (any layout: ragged values the body reads from outside go in as they are)
-    registry.add(["While", "StatelessWhile"], convert_while, inputs="?...", views=True)

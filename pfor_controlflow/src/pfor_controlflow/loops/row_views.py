@@ -98,9 +98,3 @@ def convert_item_gather(ctx):
             or not _constant(ctx.op.inputs[2], [0])):
         return ctx.decline("not one index on the first axis")
     return Stacked(tensor=_item(view, ctx.stack(index)))
-
-
-def register(registry):
-    # Ahead of the math pack's slicing converters, which see a view as a plain value.
-    registry.add("StridedSlice", convert_item_slice, inputs="S**U", priority=10, narrow=True)
-    registry.add("GatherV2", convert_item_gather, inputs="S*U", priority=10, narrow=True)

@@ -1,21 +1,7 @@
-"""When a while loop with per-iteration trip counts runs masked, and when it may.
-
-Masked (every step on all rows, finished rows keep their values) has static shapes,
-which XLA and an outer ``pfor`` need, and it moves no data; the active subset
-(trip_counts.py) does only the work of the rows still running but compacts them
-whenever some finish. On 2 CPU cores, with trip counts in 0..100, the masked loop
-took 0.3x to 0.7x the subset's time for rows of up to 32 floats, and 1.2x to 1.5x
-for rows of 64 to 256 floats at batch 512 (``benchmarks/while_strategies.py``), so
-it is chosen on its own for small bodies.
-
-Running a body on finished rows is only harmless when nothing in it can fail on the
-values those rows hold (an index one past the end of a sequence fails a gather on the
-CPU) and nothing in it has an effect (a finished row would add to a variable, print
-or assert once more). ``pays`` therefore asks for a small body made of total ops only;
-``effects`` names what forbids masking where it is the only choice. Where masking is
-the only choice and the body is not total, rows that should not run compute on the
-values of a row that does (``stand_ins``), so they cannot fail or run forever.
-"""
+"""What running ops on rows that should not run them needs: ops that give a result for
+any input values (``total``), the effects such a row would repeat (``effects``), and
+the rows it computes on instead (``stand_ins``). Both a masked while loop
+(loops/masking.py) and a masked conditional (conditionals/cond.py) run so."""
 
 from __future__ import annotations
 
@@ -23,9 +9,6 @@ import tensorflow as tf
 
 from pfor_controlflow.functions import function_graph
 
-# Elements a row may carry for the masked loop to be chosen on its own (measured: see
-# the docstring).
-SMALL_ROW = 32
 
 # Ops that give a result for any input values: no error, no effect, no shape that
 # depends on values.
@@ -38,8 +21,12 @@ _TOTAL = frozenset("""
     Selu Shape Sigmoid Sign Sin Sinh Size Softplus Softsign Sqrt Square SquaredDifference
     Squeeze StopGradient Sub Tan Tanh Unpack Xdivy Xlogy ZerosLike
 """.split())
+
+
 # Total for floating point only: integer division by zero fails.
 _FLOAT_ONLY = frozenset("Div FloorDiv FloorMod Mod Pow RealDiv TruncateDiv TruncateMod".split())
+
+
 # Total when their other inputs (axes, shapes, bounds) are constants: which inputs
 # are the data.
 _DATA_INPUTS = {
@@ -48,6 +35,8 @@ _DATA_INPUTS = {
     "Min": (0,), "Mean": (0,), "All": (0,), "Any": (0,), "ArgMax": (0,), "ArgMin": (0,),
     "Split": (1,), "SplitV": (0,), "ConcatV2": None,  # None: all but the last
 }
+
+
 # Stateful ops that are harmless on finished rows: reads, and random draws (a finished
 # row's draw is thrown away; draws stay independent).
 _HARMLESS = frozenset("""
@@ -59,34 +48,9 @@ _HARMLESS = frozenset("""
 """.split())
 
 
-def pays(loop) -> bool:
-    """Whether the masked loop is clearly the faster and safe: the stacked variables
-    carry at most ``SMALL_ROW`` elements a row and body and condition are total."""
-    size = 0
-    for k in loop.carried:
-        if not loop.stacked[k]:
-            continue
-        shape = loop.body.inputs[k].shape
-        if loop.body.inputs[k].dtype == tf.variant or not shape.is_fully_defined():
-            return False
-        size += shape.num_elements()
-    if size > SMALL_ROW:
-        return False
-    return total_loop(loop)
-
-
-def total_loop(loop) -> bool:
-    """Whether body and condition give a result for any values of the loop variables.
-    The condition runs on every row in the sequential loop too: only what it computes
-    from the loop variables must be total there. The body runs on rows that never
-    start, so all of it must be."""
-    varying = {loop.cond.inputs[k].ref() for k in loop.carried}
-    return total(loop.body) and all(_total(op) for op in _downstream(loop.cond, varying))
-
-
 def total(graph) -> bool:
     """Whether every op of ``graph`` gives a result for any input values."""
-    return all(_total(op) for op in graph.get_operations())
+    return all(total_op(op) for op in graph.get_operations())
 
 
 def stand_ins(runs: tf.Tensor) -> tf.Tensor:
@@ -121,7 +85,8 @@ def refusal(ctx, what: str, repeated) -> str:
             "out of it, or run without jit_compile / the outer pfor")
 
 
-def _total(op) -> bool:
+def total_op(op) -> bool:
+    """Whether ``op`` gives a result for any input values."""
     if op.type in _TOTAL:
         return True
     if op.type in _FLOAT_ONLY:
@@ -138,7 +103,7 @@ def _constant(tensor) -> bool:
     return tensor.op.type == "Const"
 
 
-def _downstream(graph, sources):
+def downstream(graph, sources):
     """The ops of ``graph`` that depend on any of ``sources`` (tensor refs)."""
     reached = set(sources)
     for op in graph.get_operations():  # in creation order, which is topological

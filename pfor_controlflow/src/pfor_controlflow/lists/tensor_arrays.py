@@ -257,16 +257,3 @@ def convert_size(ctx):
     """All iterations' arrays have one size (lock-step): the shared array's."""
     handle, flow_in = ctx.inputs
     return [Invariant(tensor=ctx.emit(handle.tensor, flow_in.tensor)[0])]
-
-
-def register(registry):
-    """Add this family's converters to the pack's registrar. Every op here is stateful,
-    so the walk asks these converters also when all inputs are invariant."""
-    registry.add("TensorArrayV3", convert_tensor_array, inputs="U")
-    registry.add("TensorArrayV3", refuse_per_iteration_size, inputs="S")
-    registry.add("TensorArrayGradV3", convert_tensor_array_grad, inputs="UU")
-    registry.add("TensorArrayWriteV3", convert_write, inputs="U**U")
-    registry.add("TensorArrayScatterV3", convert_scatter, inputs="U**U")
-    registry.add("TensorArrayReadV3", convert_read, inputs="U*U")
-    registry.add("TensorArrayGatherV3", convert_gather, inputs="U*U")
-    registry.add("TensorArraySizeV3", convert_size, inputs="UU")

@@ -1,13 +1,13 @@
 """Tensor lists of ragged items carried through a while loop whose trip count differs
 per iteration.
 
-The ragged counterpart of list_views.py: the loop keeps the whole loop's pair of lists
-(padded items ``[N, ...]`` and their shapes ``[N, rank]``, see ragged_lists.py), and
+The ragged counterpart of loop_views.py: the loop keeps the whole loop's pair of lists
+(padded items ``[N, ...]`` and their shapes ``[N, rank]``, see ragged_items.py), and
 its body sees them as a ``RaggedListView`` saying which rows it converts (``rows``). A
 write pads the old item and the new rows to a common size and scatters the rows in,
 their shapes beside them; reads gather the rows. After the loop each row holds its own
 number of items (``RaggedList.counts``), pushes at the end of its list
-(``right_aligned``), as list_views.py leaves plain lists. A gradient loop adds lists
+(``right_aligned``), as loop_views.py leaves plain lists. A gradient loop adds lists
 it made for its rows (a read's gradient) to the one it carries: AddN scatters them
 into the view's rows. The masked loop (inside an outer pfor) sees them with a
 ``mask``: every row, a write keeping the old item where the row's writes do not count
@@ -22,13 +22,12 @@ import dataclasses
 import tensorflow as tf
 
 from pfor_core.extend import Decline, Invariant, Stacked
-from pfor_controlflow import list_views
-from pfor_controlflow.list_lengths import within_rows
-from pfor_controlflow.list_views import right_align_items
-from pfor_controlflow.ragged_lists import (PaddedItems, RaggedList, _largest, _rank_of,
-                                           as_ragged_list, fits_element, item_parts,
-                                           known_counts, read_item, stack_items)
-from pfor_controlflow.tensor_lists import _summed_dtype
+from pfor_controlflow.lists import handles, loop_views
+from pfor_controlflow.lists.loop_views import right_align_items
+from pfor_controlflow.lists.ragged_items import (PaddedItems, RaggedList, as_ragged_list,
+                                                 fits_element, item_parts, known_counts,
+                                                 read_item, stack_items)
+from pfor_controlflow.lists.with_lengths import within_rows
 
 _R = tf.raw_ops
 
@@ -43,7 +42,7 @@ class RaggedListView(PaddedItems):
     aligned: bool = False  # the running rows hold as many items as the whole list
     # bool [width]: the rows whose writes count (a masked loop converts all rows,
     # ``rows`` is then every row, or per row the row whose items it reads:
-    # masking.stand_ins); None: all of ``rows``.
+    # total_ops.stand_ins); None: all of ``rows``.
     mask: tf.Tensor | None = None
     # int32 [width]: each row's own number of items at its start where rows hold their
     # own (a list of per-iteration size), which reads and writes check.
@@ -195,8 +194,8 @@ def _item_of(ctx, view, k):
     """Item input ``k`` to write: its padded tensor and sizes (checked against the
     rows' element shapes where the list has its own per row)."""
     item = ctx.inputs[k]
-    if _rank_of(item) != view.rank:
-        raise Decline(f"an item of rank {_rank_of(item)} in a list of items of rank {view.rank}")
+    if handles.rank_of(item) != view.rank:
+        raise Decline(f"an item of rank {handles.rank_of(item)} in a list of items of rank {view.rank}")
     padded, sizes = item_parts(ctx, item)
     return fits_element(ctx, view, sizes, padded, view.rows), sizes
 
@@ -308,7 +307,7 @@ def convert_ragged_view_set_item(ctx):
     # An item never set reads as zeros of its (zero) sizes.
     old = _R.TensorListGetItem(input_handle=handle, index=index,
                                element_shape=tf.concat([_whole(view),
-                                                        _largest(old_sizes, view.rank)], 0),
+                                                        handles.largest(old_sizes, view.rank)], 0),
                                element_dtype=ctx.attr("element_dtype"))
     padded, sizes = _merge(view, padded, sizes, old, old_sizes)
     return view.again(_R.TensorListSetItem(input_handle=handle, index=index, item=padded),
@@ -322,7 +321,7 @@ def convert_ragged_view_get_item(ctx):
                                  element_shape=_sizes_element(view), element_dtype=tf.int32)
     padded = _R.TensorListGetItem(
         input_handle=view.tensor, index=index, element_dtype=ctx.attr("element_dtype"),
-        element_shape=tf.concat([_whole(view), _largest(sizes, view.rank)], 0))
+        element_shape=tf.concat([_whole(view), handles.largest(sizes, view.rank)], 0))
     return read_item(ctx, _rows(view, padded), _rows(view, sizes), view.rank, ctx.op.outputs[0])
 
 
@@ -347,7 +346,7 @@ def convert_ragged_view_add_lists(ctx):
     views = [v for v in ctx.inputs if isinstance(v, RaggedListView)]
     if not views or ctx.op.outputs[0].dtype != tf.variant:
         raise Decline("no list of ragged items seen by a loop over some iterations")
-    view, dtype = _unmasked(views[0]), _summed_dtype(ctx)
+    view, dtype = _unmasked(views[0]), handles.summed_dtype(ctx)
     if dtype is None:
         raise Decline("the lists' element dtype is not known here")
     wholes = []
@@ -381,7 +380,7 @@ def _swap01(x):
 
 
 def convert_ragged_view_length(ctx):
-    return list_views.view_length(ctx, _view(ctx))
+    return loop_views.view_length(ctx, _view(ctx))
 
 
 def convert_ragged_view_element_shape(ctx):
@@ -392,20 +391,4 @@ def convert_ragged_view_element_shape(ctx):
         return Stacked(tensor=tf.cast(_rows(view, view.element_shapes), ctx.attr("shape_type")))
     shape = _R.TensorListElementShape(input_handle=view.tensor,
                                       shape_type=ctx.attr("shape_type"))
-    return Invariant(tensor=list_views.without_rows(shape))
-
-
-def register(registry):
-    # Ahead of the ragged lists' converters (priority 20), which decline views.
-    for op_type, fn, inputs in (
-            ("TensorListPushBack", convert_ragged_view_push_back, "S?"),
-            ("TensorListSetItem", convert_ragged_view_set_item, "SU?"),
-            ("TensorListGetItem", convert_ragged_view_get_item, "SU?"),
-            ("TensorListPopBack", convert_ragged_view_pop_back, "S*"),
-            ("TensorListSetItem", convert_ragged_view_set_item_at_rows, "SS?"),
-            ("TensorListGetItem", convert_ragged_view_get_item_at_rows, "SS?"),
-            ("TensorListResize", convert_ragged_view_resize_rows, "SS"),
-            ("TensorListLength", convert_ragged_view_length, "S"),
-            ("TensorListElementShape", convert_ragged_view_element_shape, "S"),
-            ("AddN", convert_ragged_view_add_lists, "*...")):
-        registry.add(op_type, fn, inputs=inputs, priority=30, narrow=True)
+    return Invariant(tensor=loop_views.without_rows(shape))

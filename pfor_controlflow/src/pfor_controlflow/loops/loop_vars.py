@@ -9,9 +9,9 @@ import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
 from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked
-from pfor_controlflow.list_lengths import ListWithLengths
-from pfor_controlflow.list_views import ListView, grows_only
-from pfor_controlflow import ragged_lists
+from pfor_controlflow.lists import handles, ragged_items
+from pfor_controlflow.lists.loop_views import ListView, grows_only
+from pfor_controlflow.lists.with_lengths import ListWithLengths
 
 
 class Loop:
@@ -23,12 +23,12 @@ class Loop:
         self.passed = [passes_through(body, k) for k in range(len(self.inputs))]
         self.carried = [k for k, p in enumerate(self.passed) if not p]
         self.stacked = [v.is_stacked for v in self.inputs]
-        # Tensor lists of ragged items (ragged_lists.py), by variable: their items' rank.
+        # Tensor lists of ragged items (ragged_items.py), by variable: their items' rank.
         # The loop carries such a list as a pair of lists.
         self.ragged_lists = {k: v.rank for k, v in enumerate(self.inputs)
-                             if isinstance(v, ragged_lists.RaggedList)}
+                             if isinstance(v, ragged_items.RaggedList)}
         # Tensor lists whose rows hold their own numbers of items at their start
-        # (list_lengths.py), by variable: those lengths, which the loop keeps (convert_while
+        # (with_lengths.py), by variable: those lengths, which the loop keeps (convert_while
         # lets in only loops that write such a list in place).
         self.lengths = {k: v.lengths for k, v in enumerate(self.inputs)
                         if isinstance(v, ListWithLengths) and not v.right_aligned
@@ -41,10 +41,10 @@ class Loop:
         # Lists made with each iteration's own element shape, by variable: those shapes,
         # which writes in the loop are checked against.
         self.element_shapes = {k: v.element_shapes for k, v in enumerate(self.inputs)
-                               if isinstance(v, ragged_lists.RaggedList)
+                               if isinstance(v, ragged_items.RaggedList)
                                and v.element_shapes is not None}
         self.lengths.update({k: v.counts for k, v in enumerate(self.inputs)
-                             if isinstance(v, ragged_lists.RaggedList) and v.counts_known
+                             if isinstance(v, ragged_items.RaggedList) and v.counts_known
                              and not v.right_aligned and v.counts is not None
                              and length_change(body, k) == "same"})
 
@@ -58,7 +58,7 @@ class Loop:
             if isinstance(value, (Stacked, Invariant, Ragged)):
                 values[k] = value
             elif isinstance(value, tuple):  # a list of ragged items
-                values[k] = ragged_lists.from_pair(value, self.ragged_lists[k],
+                values[k] = ragged_items.from_pair(value, self.ragged_lists[k],
                                                    self.lengths.get(k),
                                                    self.element_shapes.get(k))
             elif k in self.ragged_values:
@@ -159,49 +159,10 @@ def stack_value(ctx, value, element_shape=None, dtypes=(None, None)) -> tf.Tenso
     per-iteration element shape for a new list made without one; ``dtypes``: the list's
     element dtype and, for a list of lists, its inner lists', see ``list_dtypes``)."""
     if value.dtype == tf.variant:
-        from pfor_controlflow import tensor_lists  # pylint: disable=import-outside-toplevel
-        return tensor_lists.stack_list(ctx, value, dtypes[0], element_shape=element_shape,
+        from pfor_controlflow.lists import plain  # pylint: disable=import-outside-toplevel
+        return plain.stack_list(ctx, value, dtypes[0], element_shape=element_shape,
                                        inner_dtype=dtypes[1])
     return ctx.stack(value)
-
-
-_LIST_OUT = ("TensorListSetItem", "TensorListPushBack", "TensorListPopBack",
-             "TensorListResize", "Identity")  # output 0 is the list they got
-
-
-_WHILES = ("While", "StatelessWhile")
-
-
-def list_dtype_near(tensor, budget=200):
-    """The element dtype of the list ``tensor`` from the graph around it: its handle
-    data, or an op that makes or uses the same list (through Identity, AddN, list
-    updates and while loops); None if nothing within ``budget`` tensors tells."""
-    todo, seen = [tensor], set()
-    while todo and len(seen) < budget:
-        t = todo.pop()
-        if id(t) in seen or t.dtype != tf.variant:
-            continue
-        seen.add(id(t))
-        data = handle_data_util.get_resource_handle_data(t)
-        if data is not None and data.is_set and data.shape_and_type:
-            return tf.as_dtype(data.shape_and_type[0].dtype)
-        op = t.op
-        if op.type.startswith("TensorList") and "element_dtype" in op.node_def.attr \
-                and op.type != "TensorListGetItem" and t.value_index == 0:
-            return op.get_attr("element_dtype")
-        if op.type in ("Identity", "AddN") or (op.type in _LIST_OUT and t.value_index == 0):
-            todo.extend(op.inputs[:len(op.inputs) if op.type == "AddN" else 1])
-        elif op.type in _WHILES:
-            todo.append(op.inputs[t.value_index])
-        for c in t.consumers():
-            if c.type.startswith("TensorList") and "element_dtype" in c.node_def.attr \
-                    and c.inputs[0] is t:
-                return c.get_attr("element_dtype")
-            if c.type in ("Identity", "AddN") or (c.type in _LIST_OUT and c.inputs[0] is t):
-                todo.append(c.outputs[0])
-            elif c.type in _WHILES:
-                todo.extend(c.outputs[j] for j, x in enumerate(c.inputs) if x is t)
-    return None
 
 
 def list_dtypes(body, k, original=None) -> tuple:
@@ -219,7 +180,7 @@ def list_dtypes(body, k, original=None) -> tuple:
             if id(op) in seen or not op.inputs or op.inputs[0] is not t:
                 continue
             seen.add(id(op))
-            if op.type in _LIST_OUT:
+            if op.type in handles.LIST_OUT:
                 lists.append(op.outputs[0])
             if "element_dtype" not in op.node_def.attr or not op.type.startswith("TensorList"):
                 continue
@@ -244,7 +205,7 @@ def list_dtypes(body, k, original=None) -> tuple:
                 if found != tf.variant:
                     return dtype, found
     if dtype is None and original is not None:
-        dtype = list_dtype_near(original)
+        dtype = handles.list_dtype_near(original)
     return dtype, None
 
 
@@ -328,7 +289,7 @@ def ragged_value(loop, k, value) -> tuple:
     plain list, made ragged)."""
     rank = loop.ragged_lists[k]
     dtype = list_dtypes(loop.body, k, loop.ctx.op.inputs[k])[0]
-    return ragged_lists.as_ragged_list(loop.ctx, value, rank, dtype).pair()
+    return ragged_items.as_ragged_list(loop.ctx, value, rank, dtype).pair()
 
 
 def list_out(converted, k) -> ListView:

@@ -21,7 +21,7 @@ import tensorflow as tf
 from tensorflow.python.ops import handle_data_util
 
 from pfor_core.extend import ConversionError, Decline, Invariant, Ragged, Stacked, View
-from pfor_controlflow.list_lengths import ListWithLengths, within_rows
+from pfor_controlflow.lists.with_lengths import ListWithLengths, within_rows
 
 _R = tf.raw_ops
 
@@ -42,10 +42,10 @@ class ListView(View):
     # that a nested pfor emitted runs them: trip_counts.run_masked).
     padded_items: bool = False
     # int32 [width]: each row's own number of items where rows hold their own
-    # (list_lengths.py: a list of per-iteration size), which reads and writes check.
+    # (with_lengths.py: a list of per-iteration size), which reads and writes check.
     lengths: tf.Tensor | None = None
     # int32 [width]: the row whose items each row reads, where a masked loop has its
-    # rows that do not run compute on a running row's values (masking.stand_ins).
+    # rows that do not run compute on a running row's values (total_ops.stand_ins).
     reads: tf.Tensor | None = None
 
     def again(self, handle) -> "ListView":
@@ -318,22 +318,3 @@ def right_align_items(whole, lengths) -> tf.Tensor:
     keep = tf.reshape(source >= 0, tf.concat([tf.shape(source),
                                               tf.ones_like(tf.shape(whole))[2:]], 0))
     return tf.where(keep, moved, tf.zeros_like(moved))
-
-
-def register(registry):
-    # Ahead of the plain tensor-list converters, which they leave plain lists to.
-    registry.add("TensorListPushBack", convert_push_back, inputs="S*", priority=10,
-                 narrow=True)
-    registry.add("TensorListPushBack", convert_push_back, inputs="SR", priority=30,
-                 narrow=True)
-    registry.add("TensorListPopBack", convert_pop_back, inputs="SU", priority=10, narrow=True)
-    registry.add("TensorListGetItem", convert_get_item, inputs="SUU", priority=10, narrow=True)
-    registry.add("TensorListSetItem", convert_set_item, inputs="SU*", priority=10, narrow=True)
-    registry.add("TensorListGetItem", convert_get_item_at_rows, inputs="SSU", priority=10,
-                 narrow=True)
-    registry.add("TensorListSetItem", convert_set_item_at_rows, inputs="SS*", priority=10,
-                 narrow=True)
-    registry.add("TensorListElementShape", convert_element_shape, inputs="S", priority=10,
-                 narrow=True)
-    registry.add("TensorListLength", convert_length, inputs="S", priority=10, narrow=True)
-    registry.add("TensorListResize", convert_resize, inputs="S*", priority=10, narrow=True)

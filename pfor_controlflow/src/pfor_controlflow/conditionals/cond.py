@@ -23,12 +23,16 @@ import tensorflow as tf
 from pfor_core.extend import Decline, Invariant, Stacked
 
 _R = tf.raw_ops
-from pfor_controlflow import masking, optionals, ragged_branches, ragged_lists
-from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph, select_rows,
-                                        stand_in, with_effects)
+from pfor_controlflow import total_ops
+from pfor_controlflow.conditionals import optionals, ragged_branches
+from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph,
+                                        select_rows, stand_in, with_effects)
+from pfor_controlflow.lists import ragged_items
 
 
-def _branch_graphs(ctx):
+def branch_graphs(ctx):
+    """The function graphs of a conditional's branches, in order (None if one is not
+    found)."""
     if ctx.op_type in ("If", "StatelessIf"):
         names = [ctx.attr("then_branch").name, ctx.attr("else_branch").name]
     else:
@@ -48,14 +52,14 @@ def truth(pred: tf.Tensor) -> tf.Tensor:
 
 def _stacked_outputs(ctx, graphs, inputs) -> tuple[list[bool], dict]:
     """Which outputs some branch makes stacked, and which a tensor list of ragged
-    items (ragged_lists.py; output -> the items' rank), found by trial conversions."""
+    items (ragged_items.py; output -> the items' rank), found by trial conversions."""
     stacked, ragged = [False] * len(ctx.op.outputs), {}
     for graph in graphs:
         with scratch_graph().as_default():
             trial = ctx.convert_function(graph, inputs, trial=True)
         stacked = [s or v.is_stacked for s, v in zip(stacked, trial.outputs)]
         ragged.update((k, v.rank) for k, v in enumerate(trial.outputs)
-                      if isinstance(v, ragged_lists.RaggedList))
+                      if isinstance(v, ragged_items.RaggedList))
     return stacked, ragged
 
 
@@ -66,13 +70,13 @@ def _same(shapes):
 
 
 def convert_invariant_selector(ctx):
-    graphs = _branch_graphs(ctx)
+    graphs = branch_graphs(ctx)
     if graphs is None:
         return ctx.decline("a branch function is not in the graph")
     inputs = list(ctx.inputs[1:])
     stacked, ragged = _stacked_outputs(ctx, graphs, inputs)
     if ctx.trial:
-        return [ragged_lists.placeholder(ragged[k]) if k in ragged else
+        return [ragged_items.placeholder(ragged[k]) if k in ragged else
                 stand_in(t, s, ctx.n_static)
                 for k, (t, s) in enumerate(zip(ctx.op.outputs, stacked))]
 
@@ -86,7 +90,7 @@ def convert_invariant_selector(ctx):
     def out(converted, k, b):
         value = converted.outputs[k]
         if k in ragged:  # a list of ragged items in some branch: in all, as a pair
-            value = ragged_lists.as_ragged_list(ctx, value, ragged[k], None)
+            value = ragged_items.as_ragged_list(ctx, value, ragged[k], None)
             kept_shapes[k].append(value.element_shapes)
             return value.pair()
         if k in forms:
@@ -108,7 +112,7 @@ def convert_invariant_selector(ctx):
         outs = tf.switch_case(selector, [branch(b) for b in range(len(graphs))])
     else:
         outs = tf.cond(truth(selector), branch(0), branch(1))
-    return [ragged_lists.from_pair(t, ragged[k], element_shapes=_same(kept_shapes[k]))
+    return [ragged_items.from_pair(t, ragged[k], element_shapes=_same(kept_shapes[k]))
             if k in ragged else
             _chosen(t, forms[k], ctx.op.outputs[k], ctx) if k in forms else
             Stacked(tensor=t) if s else Invariant(tensor=t)
@@ -190,7 +194,7 @@ class _Rows:
         """Branch ``b``'s outputs for its rows as a flat list of stacked tensors."""
         flat = []
         for j, specs in enumerate(self.outputs):
-            if isinstance(converted.outputs[j], ragged_lists.RaggedList):
+            if isinstance(converted.outputs[j], ragged_items.RaggedList):
                 raise Decline("a branch makes a tensor list of items whose shape differs "
                               "between iterations under a per-iteration predicate")
             if j in self.forms:
@@ -267,9 +271,9 @@ def _run_masked(ctx, graphs):
         where = "under XLA" if ctx.compiled else "inside an outer pfor"
         return ctx.decline(f"a per-iteration predicate {where} with tensor lists, "
                            "resources or gradient intermediates crossing the branches")
-    repeated = masking.effects(*graphs)
+    repeated = total_ops.effects(*graphs)
     if repeated:
-        return ctx.decline(masking.refusal(ctx, "a conditional with a per-iteration "
+        return ctx.decline(total_ops.refusal(ctx, "a conditional with a per-iteration "
                                            "predicate", repeated))
     taken = _branch_of_rows(ctx, len(graphs))
     # Outputs of no static shape leave every branch as parts (ragged_branches.py).
@@ -301,7 +305,7 @@ def _run_on_all_rows(ctx, graph, takes, forms, b):
     keep its outputs: stacked tensors, or the parts of those in ``forms`` (where the
     branch's form of them is recorded). Unless every op of the branch gives a result
     for any input, the other rows compute on the inputs of a row that takes it
-    (masking.stand_ins), and the branch runs only if some row takes it: a loop in it
+    (total_ops.stand_ins), and the branch runs only if some row takes it: a loop in it
     could otherwise fail or run forever on inputs the branch never sees in the loop."""
     def run(inputs):
         converted = ctx.convert_function(graph, inputs)
@@ -314,9 +318,9 @@ def _run_on_all_rows(ctx, graph, takes, forms, b):
                 outs.append(converted.stacked(j))
         return with_effects(outs, converted.side_effects)[:-1]
 
-    if masking.total(graph):
+    if total_ops.total(graph):
         return run(list(ctx.inputs[1:]))
-    rows = masking.stand_ins(takes)
+    rows = total_ops.stand_ins(takes)
     inputs = [ragged_branches.rows_of(v, rows) if v.is_stacked else v
               for v in ctx.inputs[1:]]
     shapes = [tf.TensorShape([ctx.n_static]).concatenate(t.shape) for t in ctx.op.outputs]
@@ -331,12 +335,12 @@ def _run_on_all_rows(ctx, graph, takes, forms, b):
 
 
 def convert_stacked_selector(ctx):
-    graphs = _branch_graphs(ctx)
+    graphs = branch_graphs(ctx)
     if graphs is None:
         return ctx.decline("a branch function is not in the graph")
     if ctx.trial:  # rows take different branches: every output differs per iteration
         return [stand_in(t, True, ctx.n_static) for t in ctx.op.outputs]
-    if any(isinstance(v, ragged_lists.RaggedList) for v in ctx.inputs):
+    if any(isinstance(v, ragged_items.RaggedList) for v in ctx.inputs):
         return ctx.decline("a tensor list of items whose shape differs between iterations "
                            "enters a conditional whose predicate differs per iteration")
     if ctx.compiled or ctx.nested:
@@ -364,16 +368,3 @@ def convert_ragged_stacked_selector(ctx):
     if not any(v.code == "R" for v in ctx.inputs):
         return ctx.decline("no ragged input")
     return convert_stacked_selector(ctx)
-
-
-def register(registry):
-    ops = ["If", "StatelessIf", "Case", "StatelessCase"]
-    # Views travel into the branches as they are (the branches' converters know them).
-    registry.add(ops, convert_invariant_selector, inputs="U*...", views=True)
-    registry.add(ops, convert_stacked_selector, inputs="S*...", views=True)
-    # Ragged values too, after assert_guards.py's converter (priority -1), which checks
-    # a guard of ragged data with one Assert instead of running its branches.
-    registry.add(ops, convert_ragged_invariant_selector, inputs="U?...", views=True,
-                 priority=-2)
-    registry.add(ops, convert_ragged_stacked_selector, inputs="S?...", views=True,
-                 priority=-2)
