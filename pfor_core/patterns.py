@@ -46,6 +46,7 @@ def fold_into_batch(tensor, n=None):
     unsplit tensor is returned, so that folded ops stay adjacent for grappler.
 
     >>> import tensorflow as tf
+    >>> from pfor_core.extend import fold_into_batch
     >>> fold_into_batch(tf.zeros([2, 3, 4])).shape
     TensorShape([6, 4])
     """
@@ -62,6 +63,7 @@ def unfold_from_batch(tensor, n, batch, shape=None):
     the batch replace the tensor's (kernels give odd shapes for an empty batch).
 
     >>> import tensorflow as tf
+    >>> from pfor_core.extend import unfold_from_batch
     >>> unfold_from_batch(tf.zeros([6, 4]), 2, 3).shape
     TensorShape([2, 3, 4])
     """

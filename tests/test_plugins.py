@@ -223,7 +223,7 @@ def test_higher_priority_wins(gather_converters):
     testing.assert_allclose(out, testing.sequential(gather_rows, 4))
     assert calls == ["USU"]
     winner = _gather_winner()
-    assert (winner.how, winner.converter, winner.pack) == ("converter", mine.__qualname__,
+    assert (winner.how, winner.converter, winner.pack) == ("converter", f"{__name__}.{mine.__qualname__}",
                                                            IN_PROCESS)
 
 
@@ -234,7 +234,7 @@ def test_equal_priority_later_registration_wins(gather_converters):
     later = gather_converters(_gather_axis0(later_calls), inputs="USU", priority=top)
     testing.assert_matches_loop(gather_rows, 4)
     assert later_calls and not first_calls
-    assert _gather_winner().converter == later.__qualname__
+    assert _gather_winner().converter == f"{__name__}.{later.__qualname__}"
 
 
 def test_exact_pattern_beats_wildcard_at_equal_priority(gather_converters):
@@ -244,7 +244,7 @@ def test_exact_pattern_beats_wildcard_at_equal_priority(gather_converters):
     gather_converters(_gather_axis0(star_calls), inputs="***", priority=top)  # later
     testing.assert_matches_loop(gather_rows, 4)
     assert exact_calls and not star_calls
-    assert _gather_winner().converter == exact.__qualname__
+    assert _gather_winner().converter == f"{__name__}.{exact.__qualname__}"
 
 
 @pytest.mark.parametrize("allow", ["pfor-converters-math", "pfor_converters_math",

@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 import pfor_core as pf
-from pfor_core.testing import assert_allclose, ragged_loop
+from pfor_core.testing import assert_allclose
+from pfor_core import testing
 
 SIGNAL = tf.reshape(tf.sin(tf.range(30, dtype=tf.float32)), [10, 3])
 FILTERS = tf.reshape(tf.cos(tf.range(24, dtype=tf.float32)), [2, 3, 4])
@@ -40,7 +41,7 @@ def test_clipped_windows_reach_an_op_without_ragged_converters(n):
         assert_allclose(got, want, what=f"pfor ({where})")
     rows = [conv_of_window(tf.constant(i)) for i in range(n)]
     for where, got in _runs(conv_of_window, n, fallback="loop", ragged_outputs=True).items():
-        ragged_loop.assert_rows_match(got, rows, where=f" ({where})")
+        testing.assert_rows_match(got, rows, where=f" ({where})")
 
 
 def test_the_op_is_reported_as_a_fallback():

@@ -12,7 +12,6 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_core.testing import ragged_loop
 from pfor_controlflow.loops import masking
 
 R = tf.raw_ops
@@ -31,7 +30,7 @@ def _flat(*values):
 @given(data=st.data())
 def test_drawn_reserved_lists_of_each_iterations_element_shape(data):
     n = data.draw(st.integers(1, 4), label="n")
-    ks = tf.constant(data.draw(ragged_loop.lengths_strategy(n, 4), label="element sizes"))
+    ks = tf.constant(data.draw(testing.lengths_strategy(n, 4), label="element sizes"))
     count = data.draw(st.integers(1, 3), label="items")
     per_iteration_count = data.draw(st.booleans(), label="per-iteration number of items")
     written = data.draw(st.sets(st.integers(0, count - 1)), label="items written")
@@ -53,7 +52,7 @@ def test_drawn_reserved_lists_of_each_iterations_element_shape(data):
         own_shape = R.TensorListElementShape(input_handle=items, shape_type=tf.int32)
         return _flat(whole, first, own_shape, R.TensorListLength(input_handle=items))
 
-    ragged_loop.assert_matches_loop(body, n, ragged=True, modes=ragged_loop.modes(data))
+    testing.assert_matches_loop(body, n, ragged=True, modes=testing.draw_modes(data))
 
 
 @pytest.mark.parametrize("steps", ["invariant", "per-iteration"])
@@ -78,7 +77,7 @@ def test_pushes_in_a_loop_into_an_empty_list_of_a_partly_known_element_shape(ste
         return _flat(whole, R.TensorListLength(input_handle=items))
 
     with _strategy(masked):
-        ragged_loop.assert_matches_loop(body, 3, ragged=True)
+        testing.assert_matches_loop(body, 3, ragged=True, modes=testing.RUN_MODES)
 
 
 def test_a_list_of_per_row_size_made_in_each_step_of_a_loop():
@@ -105,7 +104,7 @@ def test_a_list_of_per_row_size_made_in_each_step_of_a_loop():
 
         return tf.while_loop(lambda t, total: t < 2, step, (0, 0.0))[1]
 
-    ragged_loop.assert_matches_loop(body, 3)
+    testing.assert_matches_loop(body, 3, modes=testing.RUN_MODES)
 
 
 def _writes_past_the_shape(where, sizes=(2, 1, 3)):
@@ -150,7 +149,7 @@ def test_a_write_that_does_not_fit_the_iterations_element_shape_fails_like_the_l
 
 
 def test_writes_that_fit_after_a_conditional():
-    ragged_loop.assert_matches_loop(_writes_past_the_shape("after a conditional", (2, 1, 2)), 3)
+    testing.assert_matches_loop(_writes_past_the_shape("after a conditional", (2, 1, 2)), 3, modes=testing.RUN_MODES)
 
 
 def test_a_reserved_list_of_a_partly_known_element_shape_fails_clearly():

@@ -11,7 +11,6 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_core.testing import ragged_loop
 from pfor_controlflow.loops import masking
 
 
@@ -36,7 +35,7 @@ def _weighted_sum(values, limit, in_cond):
 @given(data=st.data())
 def test_drawn_ragged_values_read_by_loops(data):
     n = data.draw(st.integers(1, 4), label="n")
-    lengths = data.draw(ragged_loop.lengths_strategy(n, 5), label="lengths")
+    lengths = data.draw(testing.lengths_strategy(n, 5), label="lengths")
     per_iteration_steps = data.draw(st.booleans(), label="per-iteration steps")
     in_cond = per_iteration_steps and data.draw(st.booleans(), label="condition reads it")
     masked = data.draw(st.booleans(), label="masked")
@@ -45,12 +44,12 @@ def test_drawn_ragged_values_read_by_loops(data):
     length_of = tf.constant(lengths)
 
     def body(i):
-        values = ragged_loop.rows(x if two_d else x[..., 0], length_of, i)
+        values = testing.rows(x if two_d else x[..., 0], length_of, i)
         limit = tf.shape(values)[0] if per_iteration_steps else tf.reduce_min(length_of)
         return _weighted_sum(tf.sin(values), limit, in_cond)
 
     with _strategy(masked):
-        ragged_loop.assert_matches_loop(body, n, modes=ragged_loop.modes(data))
+        testing.assert_matches_loop(body, n, modes=testing.draw_modes(data))
 
 
 @pytest.mark.parametrize("masked", [False, True])
@@ -63,7 +62,7 @@ def test_a_loop_over_the_items_a_boolean_mask_keeps(masked):
         return _weighted_sum(kept, tf.size(kept), in_cond=False)
 
     with _strategy(masked):
-        ragged_loop.assert_matches_loop(body, 5)
+        testing.assert_matches_loop(body, 5, modes=testing.RUN_MODES)
 
 
 def _gradient_example():
@@ -145,7 +144,7 @@ def test_a_ragged_value_carried_through_the_loop_keeping_its_shape(masked):
     body = _carrying_body(tf.random.stateless_normal([4, 5], seed=[4, 26]),
                           tf.constant([2, 0, 3, 1]))
     with _strategy(masked):
-        ragged_loop.assert_matches_loop(body, 4)
+        testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
 
 
 def test_a_carried_ragged_value_in_an_outer_pfor_and_under_xla():

@@ -11,7 +11,6 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_core.testing import ragged_loop
 
 
 def _x(n, d=3, seed=0):
@@ -42,7 +41,7 @@ def test_drawn_sizes_positions_and_layouts(data):
         return (tf.reduce_sum(stacked, 0), tf.reduce_max(stacked, 0), ta.size(),
                 ta.read(where), ta.read(0))
 
-    got = ragged_loop.assert_matches_loop(body, n)
+    got = testing.assert_matches_loop(body, n, modes=testing.RUN_MODES)
     want = [s + (1 if dynamic else 0) for s in sizes]
     assert got[2].numpy().tolist() == want
 
@@ -54,7 +53,7 @@ def test_empty_lists_and_unset_items_read_as_zeros():
         ta = tf.TensorArray(tf.float32, size=tf.gather(sizes, i), element_shape=[2])
         return ta.stack()
 
-    got = ragged_loop.assert_matches_loop(body, 4, ragged=True)
+    got = testing.assert_matches_loop(body, 4, ragged=True, modes=testing.RUN_MODES)
     assert got.row_lengths().numpy().tolist() == [0, 2, 1, 3]
     assert got.flat_values.numpy().tolist() == [[0.0, 0.0]] * 6
 
@@ -72,7 +71,7 @@ def test_stack_and_gather_of_own_positions():
 
     got = pf.pfor(body, 4, fallback="error", ragged_outputs=True)
     rows = [body(tf.constant(j)) for j in range(4)]
-    ragged_loop.assert_rows_match(got[0], [r[0] for r in rows])
+    testing.assert_rows_match(got[0], [r[0] for r in rows])
     testing.assert_allclose(got[1], tf.stack([r[1] for r in rows]))
     assert got[0].row_lengths().numpy().tolist() == [3, 1, 4, 2]
 
@@ -87,8 +86,8 @@ def test_gradients_through_the_stack_match_the_loop():
         ta = ta.write(tf.gather(sizes, i) - 1, xi * xi).write(0, tf.tanh(xi))
         return tf.reduce_sum(ta.stack() ** 2, 0)
 
-    ragged_loop.assert_gradients_match(body, [x], 4)
-    ragged_loop.assert_gradients_match(body, [x], 4, chunked=True)
+    testing.assert_gradients_match(body, [x], 4)
+    testing.assert_gradients_match(body, [x], 4, chunked=True)
 
 
 def test_per_example_gradients_through_such_a_list():
@@ -141,7 +140,7 @@ def test_a_per_iteration_element_shape():
                                               num_elements=2, element_dtype=tf.float32)
         return tf.raw_ops.TensorListLength(input_handle=handle)
 
-    ragged_loop.assert_matches_loop(body, 3)
+    testing.assert_matches_loop(body, 3, modes=testing.RUN_MODES)
 
 
 def _writes_last(x, sizes):
@@ -239,8 +238,8 @@ def test_ragged_items_stack_and_concat_row_by_row():
 
     got = pf.pfor(body, 4, fallback="error", ragged_outputs=True)
     want = _graph_loop(body, 4)
-    ragged_loop.assert_rows_match(got[0], [w[0] for w in want])
-    ragged_loop.assert_rows_match(got[1], [w[1] for w in want])
+    testing.assert_rows_match(got[0], [w[0] for w in want])
+    testing.assert_rows_match(got[1], [w[1] for w in want])
     assert [len(row) for row in got[0].to_list()] == [1, 2, 3, 2]
     assert got[1].row_lengths().numpy().tolist() == [2, 0, 9, 2]
 
@@ -264,7 +263,7 @@ def test_a_concat_of_plain_items_of_per_iteration_numbers_is_ragged(all_set):
     graph = tf.function(lambda k: pf.pfor(body, k, fallback="error", ragged_outputs=True))(
         tf.constant(4))
     for value in (got, graph):  # (the eager loop's concat of an empty array fails)
-        ragged_loop.assert_rows_match(value, _graph_loop(body, 4))
+        testing.assert_rows_match(value, _graph_loop(body, 4))
     assert got.row_lengths().numpy().tolist() == [2 * s for s in sizes]
 
 
@@ -320,5 +319,5 @@ def test_stack_of_ragged_items_a_loop_of_per_iteration_steps_wrote():
 
     got = pf.pfor(body, 4, fallback="error", ragged_outputs=True)
     want = _graph_loop(body, 4)
-    ragged_loop.assert_rows_match(got, want)
+    testing.assert_rows_match(got, want)
     assert [len(row) for row in got.to_list()] == [2, 1, 3, 1]

@@ -14,7 +14,6 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_core.testing import ragged_loop
 from pfor_controlflow.loops import masking
 
 
@@ -104,7 +103,7 @@ def test_the_stack_after_the_loop_is_ragged_by_each_rows_size(ragged):
     for masked in (False, True):
         with _strategy(masked):
             got = pf.pfor(body, 4, fallback="error", ragged_outputs=True)
-        ragged_loop.assert_rows_match(got, _graph_loop(body, 4), where=f" (masked={masked})")
+        testing.assert_rows_match(got, _graph_loop(body, 4), where=f" (masked={masked})")
         assert [len(row) for row in got.to_list()] == sizes
 
 
@@ -243,6 +242,6 @@ def test_a_whole_read_of_items_pushed_for_per_iteration_steps_is_ragged(read):
 
     for masked in (False, True):
         with _strategy(masked):
-            got = ragged_loop.assert_matches_loop(body, 4, ragged=True)
+            got = testing.assert_matches_loop(body, 4, ragged=True, modes=testing.RUN_MODES)
         per_item = 1 if read == "stack" else 2  # (concat: an item's two values)
         assert got.row_lengths().numpy().tolist() == [s * per_item for s in steps_of]

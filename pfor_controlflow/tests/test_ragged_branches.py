@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import tensorflow as tf
 
 import pfor_core as pf
-from pfor_core.testing import ragged_loop
+from pfor_core import testing
 
 RNG = np.random.RandomState(3)
 X_NP = RNG.normal(size=(5, 6)).astype(np.float32)
@@ -27,12 +27,12 @@ def _lengths(result):
 
 def test_ragged_output_of_a_per_iteration_conditional_reduced():
     """The issue's body: the branch each row takes gives a value of its own length."""
-    got = ragged_loop.assert_matches_loop(lambda i: tf.reduce_sum(_kept_or_head(X[i])), 5)
+    got = testing.assert_matches_loop(lambda i: tf.reduce_sum(_kept_or_head(X[i])), 5, modes=testing.RUN_MODES)
     assert got.shape == [5]
 
 
 def test_ragged_output_of_a_per_iteration_conditional_returned():
-    got = ragged_loop.assert_matches_loop(lambda i: _kept_or_head(X[i]), 5, ragged=True)
+    got = testing.assert_matches_loop(lambda i: _kept_or_head(X[i]), 5, ragged=True, modes=testing.RUN_MODES)
     positive = (X_NP > 0).sum(axis=1)
     assert _lengths(got) == np.where(X_NP[:, 0] > 0, positive, 2).tolist()
 
@@ -45,7 +45,7 @@ def test_ragged_output_of_an_invariant_conditional(takes_ragged):
         xi = X[i]
         return tf.cond(flag, lambda: tf.exp(tf.boolean_mask(xi, xi > 0)), lambda: xi[:2])
 
-    got = ragged_loop.assert_matches_loop(body, 5, ragged=True)
+    got = testing.assert_matches_loop(body, 5, ragged=True, modes=testing.RUN_MODES)
     expected = (X_NP > 0).sum(axis=1).tolist() if takes_ragged else [2] * 5
     assert _lengths(got) == expected
 
@@ -56,7 +56,7 @@ def test_branches_of_different_static_sizes():
         xi = X[i]
         return tf.cond(xi[0] > 0, lambda: xi[:2] * 2., lambda: xi[:3])
 
-    got = ragged_loop.assert_matches_loop(body, 5, ragged=True)
+    got = testing.assert_matches_loop(body, 5, ragged=True, modes=testing.RUN_MODES)
     assert _lengths(got) == np.where(X_NP[:, 0] > 0, 2, 3).tolist()
 
 
@@ -69,7 +69,7 @@ def test_switch_case_of_ragged_and_stacked_branches():
                                          lambda: tf.sin(xi[:4]),
                                          lambda: tf.unique(tf.round(xi))[0]])
 
-    got = ragged_loop.assert_matches_loop(body, 5, ragged=True)
+    got = testing.assert_matches_loop(body, 5, ragged=True, modes=testing.RUN_MODES)
     assert _lengths(got)[1:3] == [(X_NP[1] > 0).sum(), 4]
 
 
@@ -82,7 +82,7 @@ def test_ragged_input_to_a_conditional(per_iteration):
         return tf.cond(pred, lambda: tf.reduce_sum(kept ** 2),
                        lambda: tf.reduce_max(kept))
 
-    got = ragged_loop.assert_matches_loop(body, 5)
+    got = testing.assert_matches_loop(body, 5, modes=testing.RUN_MODES)
     assert got.shape == [5]
 
 
@@ -92,7 +92,7 @@ def test_ragged_input_passed_through_a_conditional():
         kept = tf.boolean_mask(xi, xi > 0)
         return tf.cond(xi[1] > 0, lambda: kept * 2., lambda: xi[:2])
 
-    got = ragged_loop.assert_matches_loop(body, 5, ragged=True)
+    got = testing.assert_matches_loop(body, 5, ragged=True, modes=testing.RUN_MODES)
     assert _lengths(got) == np.where(X_NP[:, 1] > 0, (X_NP > 0).sum(axis=1), 2).tolist()
 
 
@@ -108,7 +108,7 @@ def test_gradient_through_a_ragged_output_of_a_per_iteration_conditional():
             loss = tf.reduce_sum(y ** 2)
         return tape.gradient(loss, xi)
 
-    got = ragged_loop.assert_matches_loop(body, 5)
+    got = testing.assert_matches_loop(body, 5, modes=testing.RUN_MODES)
     assert got.shape == [5, 6]
 
 
@@ -161,16 +161,16 @@ def test_drawn_lengths_and_branches(data):
     """Drawn per-iteration prefix lengths (0 included) in one branch, a boolean mask in
     the other, which branch each row takes, returned ragged."""
     n = data.draw(st.integers(1, 5), label="n")
-    lengths = tf.constant(data.draw(ragged_loop.lengths_strategy(n, 6), label="lengths"))
+    lengths = tf.constant(data.draw(testing.lengths_strategy(n, 6), label="lengths"))
     takes = tf.constant(data.draw(st.lists(st.booleans(), min_size=n, max_size=n),
                                   label="takes"))
 
     def body(i):
         xi = X[i]
-        return tf.cond(takes[i], lambda: tf.cos(ragged_loop.rows(X, lengths, i)),
+        return tf.cond(takes[i], lambda: tf.cos(testing.rows(X, lengths, i)),
                        lambda: tf.boolean_mask(xi, xi < 0))
 
-    ragged_loop.assert_matches_loop(body, n, ragged=True, modes=ragged_loop.modes(data))
+    testing.assert_matches_loop(body, n, ragged=True, modes=testing.draw_modes(data))
     got = pf.pfor(body, n, fallback="error", ragged_outputs=True)
     expected = np.where(takes.numpy(), lengths.numpy(), (X_NP[:n] < 0).sum(axis=1))
     assert _lengths(got) == expected.tolist()
@@ -182,7 +182,7 @@ def test_drawn_layouts_of_predicate_and_branches(data):
     """Every mix of an invariant or per-iteration predicate with branches whose values
     are invariant (of a fixed or an unknown size), stacked, or ragged."""
     n = data.draw(st.integers(1, 4), label="n")
-    lengths = tf.constant(data.draw(ragged_loop.lengths_strategy(n, 6), label="lengths"))
+    lengths = tf.constant(data.draw(testing.lengths_strategy(n, 6), label="lengths"))
     takes = tf.constant(data.draw(st.lists(st.booleans(), min_size=n, max_size=n),
                                   label="takes"))
     flag = data.draw(st.booleans(), label="invariant predicate value")
@@ -199,13 +199,13 @@ def test_drawn_layouts_of_predicate_and_branches(data):
             return tf.boolean_mask(c, c > 0) * scale
         if kind == "stacked":
             return X[i][:2] * scale
-        return tf.sin(ragged_loop.rows(X, lengths, i)) * scale
+        return tf.sin(testing.rows(X, lengths, i)) * scale
 
     def body(i):
         predicate = takes[i] if stacked_predicate else tf.constant(flag)
         return tf.cond(predicate, lambda: value(first, i, 1.0), lambda: value(second, i, -2.0))
 
-    ragged_loop.assert_matches_loop(body, n, ragged=True, modes=ragged_loop.modes(data))
-    reduced = ragged_loop.assert_matches_loop(lambda i: tf.reduce_sum(body(i)), n,
-                                              modes=("eager",))
+    testing.assert_matches_loop(body, n, ragged=True, modes=testing.draw_modes(data))
+    reduced = testing.assert_matches_loop(lambda i: tf.reduce_sum(body(i)), n,
+                                          modes=("eager",))
     assert reduced.shape == (n,)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from tensorflow.python.ops import list_ops
 
 import pfor_core as pf
-from pfor_core.testing import assert_fails_like_loop, ragged_loop
+from pfor_core.testing import assert_fails_like_loop
+from pfor_core import testing
 
 STEPS = 3
 # Per-iteration lengths, 0 among them, and a batch whose masks keep 0..5 values a row.
@@ -40,7 +41,7 @@ def test_per_example_gradients_through_map_fn_with_a_ragged_output(n):
             loss = tf.reduce_sum(r.flat_values)
         return tape.gradient(loss, xi)
 
-    ragged_loop.assert_matches_loop(body, n)
+    testing.assert_matches_loop(body, n, modes=testing.RUN_MODES)
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
@@ -51,7 +52,7 @@ def test_map_fn_whose_steps_give_a_per_iteration_length(lengths):
         n = tf.gather(ns, i)
         return tf.map_fn(lambda v: tf.sin(v[:n]) * 2., tf.gather(x, i))
 
-    ragged_loop.assert_matches_loop(body, len(lengths), ragged=True)
+    testing.assert_matches_loop(body, len(lengths), ragged=True, modes=testing.RUN_MODES)
 
 
 def test_map_fn_with_a_ragged_output_without_gradients():
@@ -62,7 +63,7 @@ def test_map_fn_with_a_ragged_output_without_gradients():
                       fn_output_signature=tf.RaggedTensorSpec([None], tf.float32))
         return tf.reduce_sum(r, axis=1)
 
-    ragged_loop.assert_matches_loop(body, 4)
+    testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
@@ -79,7 +80,7 @@ def test_per_example_gradients_through_map_fn_of_prefixes(lengths):
             loss = tf.reduce_sum(r * r)
         return tape.gradient(loss, xi)
 
-    ragged_loop.assert_matches_loop(body, len(lengths))
+    testing.assert_matches_loop(body, len(lengths), modes=testing.RUN_MODES)
 
 
 def test_while_loop_writes_ragged_items_and_reads_them_back():
@@ -96,7 +97,7 @@ def test_while_loop_writes_ragged_items_and_reads_them_back():
         return tf.stack([tf.reduce_sum(tf.exp(array.read(t))) for t in range(STEPS)]
                         + [tf.cast(array.size(), tf.float32)])
 
-    ragged_loop.assert_matches_loop(body, 4)
+    testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
@@ -115,7 +116,7 @@ def test_a_growing_tensor_array_of_ragged_items_stacks(lengths):
         _, array = tf.while_loop(lambda t, _: t < STEPS, step, (0, array))
         return array.stack()
 
-    ragged_loop.assert_matches_loop(body, len(lengths), ragged=True)
+    testing.assert_matches_loop(body, len(lengths), ragged=True, modes=testing.RUN_MODES)
 
 
 def test_stacking_items_of_different_shapes_fails_like_the_loop():
@@ -159,7 +160,7 @@ def test_dense_and_ragged_items_in_one_list():
                         + [tf.reduce_sum(last), tf.reduce_sum(first ** 2),
                            tf.cast(count, tf.float32)])
 
-    ragged_loop.assert_matches_loop(body, 4)
+    testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
 
 
 def _while_gradient(make_step):
@@ -179,7 +180,7 @@ def test_gradient_through_a_while_loop_of_boolean_masks():
             return t + 1, total + tf.reduce_sum(tf.sin(kept) * kept)
         return step
 
-    ragged_loop.assert_matches_loop(_while_gradient(make_step), 4)
+    testing.assert_matches_loop(_while_gradient(make_step), 4, modes=testing.RUN_MODES)
 
 
 @pytest.mark.parametrize("lengths", LENGTHS[:2])
@@ -193,7 +194,7 @@ def test_gradient_through_a_while_loop_of_prefixes(lengths):
             return t + 1, total + tf.reduce_sum(tf.exp(prefix * scale))
         return step
 
-    ragged_loop.assert_matches_loop(_while_gradient(make_step), len(lengths))
+    testing.assert_matches_loop(_while_gradient(make_step), len(lengths), modes=testing.RUN_MODES)
 
 
 def test_ragged_items_written_in_a_conditional():
@@ -215,7 +216,7 @@ def test_ragged_items_written_in_a_conditional():
         return tf.stack([tf.cast(tf.size(r), tf.float32) + tf.reduce_min(
             tf.concat([r - 3., [0.]], 0)) for r in items])
 
-    ragged_loop.assert_matches_loop(body, 4)
+    testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
 
 
 def test_gradient_through_reads_of_a_tensor_array_of_ragged_items():
@@ -236,7 +237,7 @@ def test_gradient_through_reads_of_a_tensor_array_of_ragged_items():
             loss = tf.add_n([tf.reduce_sum(array.read(t) ** 2) for t in range(STEPS)])
         return tape.gradient(loss, xi)
 
-    ragged_loop.assert_matches_loop(body, 4)
+    testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
@@ -257,7 +258,7 @@ def test_gradient_through_a_stacked_growing_tensor_array(lengths):
             loss = tf.reduce_sum(array.stack() ** 2)
         return tape.gradient(loss, xi)
 
-    ragged_loop.assert_matches_loop(body, len(lengths))
+    testing.assert_matches_loop(body, len(lengths), modes=testing.RUN_MODES)
 
 
 @settings(max_examples=5, deadline=None)
@@ -266,7 +267,7 @@ def test_drawn_lengths_through_a_loop_and_its_gradient(data):
     """Drawn per-iteration lengths (0 included) of the items a loop pushes, and of the
     values its gradient pops."""
     n = data.draw(st.integers(1, 4), label="n")
-    lengths = tf.constant(data.draw(ragged_loop.lengths_strategy(n, 5), label="lengths"))
+    lengths = tf.constant(data.draw(testing.lengths_strategy(n, 5), label="lengths"))
     x = _x(n)
 
     def body(i):
@@ -283,4 +284,4 @@ def test_drawn_lengths_through_a_loop_and_its_gradient(data):
             _, array, total = tf.while_loop(lambda t, *_: t < STEPS, step, (0, array, 0.))
         return tf.concat([tape.gradient(total, xi), array.stack()], 1)
 
-    ragged_loop.assert_matches_loop(body, n, ragged=True, modes=("eager",))
+    testing.assert_matches_loop(body, n, ragged=True, modes=("eager",))

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 import tensorflow as tf
 
 import pfor_core as pf
-from pfor_core.testing import assert_fails_like_loop, ragged_loop
+from pfor_core.testing import assert_fails_like_loop
+from pfor_core import testing
 
 X = tf.constant(np.random.RandomState(1).normal(size=(4, 5, 6)), tf.float32)
 # Steps per iteration. TensorArray.concat of no items fails in the loop (eagerly), so
@@ -42,7 +43,7 @@ def test_concat_of_ragged_items_written_for_per_iteration_steps(steps):
         _, ta = _write_kept(X, steps)(i, tf.gather(X, i))
         return tf.reduce_sum(ta.concat())
 
-    ragged_loop.assert_matches_loop(body, 4)
+    testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
 
 
 def test_concat_of_ragged_items_as_a_ragged_result():
@@ -50,7 +51,7 @@ def test_concat_of_ragged_items_as_a_ragged_result():
         _, ta = _write_kept(X, STEPS, [None], tf.exp)(i, tf.gather(X, i))
         return ta.concat()
 
-    ragged_loop.assert_matches_loop(body, 4, ragged=True)
+    testing.assert_matches_loop(body, 4, ragged=True, modes=testing.RUN_MODES)
 
 
 def test_ragged_items_read_in_the_loop_and_sizes_after_it():
@@ -70,7 +71,7 @@ def test_ragged_items_read_in_the_loop_and_sizes_after_it():
                                      (0, ta, 0.))
         return tf.stack([total, tf.cast(ta.size(), tf.float32)])
 
-    ragged_loop.assert_matches_loop(body, 4)
+    testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
 
 
 def test_an_item_past_an_iterations_steps_fails_like_the_loop():
@@ -101,7 +102,7 @@ def test_gradient_through_a_concat_of_ragged_items(steps, shape):
             loss = tf.reduce_sum(ta.concat() ** 2)
         return tape.gradient(loss, xi)
 
-    got = ragged_loop.assert_matches_loop(body, 4)
+    got = testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
     assert got.shape == [4, 5, 6]
 
 
@@ -145,7 +146,7 @@ def _cond_gradient(predicate, n=4):
 def test_gradient_through_a_conditional_with_a_ragged_intermediate(predicate):
     """The branch's intermediates (a boolean_mask) leave it in an optional for the
     gradient: padded, with their per-iteration shapes."""
-    ragged_loop.assert_matches_loop(_cond_gradient(predicate), 4)
+    testing.assert_matches_loop(_cond_gradient(predicate), 4, modes=testing.RUN_MODES)
 
 
 @pytest.mark.parametrize("invariant", [False, True])
@@ -161,7 +162,7 @@ def test_ragged_intermediates_of_a_conditional_outside_a_loop(invariant):
                            lambda: tf.reduce_sum(tf.sin(xi[:2])))
         return tape.gradient(loss, xi)
 
-    ragged_loop.assert_matches_loop(body, 4)
+    testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
 
 
 @settings(max_examples=5, deadline=None)
@@ -171,8 +172,8 @@ def test_drawn_steps_and_lengths_through_a_per_iteration_loop_and_its_gradient(d
     prefix lengths (0 included) of the items a loop with per-iteration trip counts
     writes, their concat and size after it, and the gradient through them."""
     n = data.draw(st.integers(1, 4), label="n")
-    steps = tf.constant(data.draw(ragged_loop.lengths_strategy(n, 3), label="steps")) + 1
-    lengths = tf.constant(data.draw(ragged_loop.lengths_strategy(n, 6), label="lengths"))
+    steps = tf.constant(data.draw(testing.lengths_strategy(n, 3), label="steps")) + 1
+    lengths = tf.constant(data.draw(testing.lengths_strategy(n, 6), label="lengths"))
 
     def body(i):
         xi, m = tf.gather(X, i), tf.gather(lengths, i)
@@ -189,7 +190,7 @@ def test_drawn_steps_and_lengths_through_a_per_iteration_loop_and_its_gradient(d
         grad = tape.gradient(total, xi, unconnected_gradients="zero")
         return tf.concat([grad[0], [tf.cast(ta.size(), tf.float32), total]], 0)
 
-    ragged_loop.assert_matches_loop(body, n, modes=ragged_loop.modes(data))
+    testing.assert_matches_loop(body, n, modes=testing.draw_modes(data))
 
 
 # -- read after write in a loop with per-iteration trip counts, with its gradient ---------
@@ -217,5 +218,5 @@ def test_gradient_of_a_read_after_a_write_for_per_iteration_steps(ragged, steps)
                                          (0, ta, 0.))
         return tape.gradient(total, xi, unconnected_gradients="zero")
 
-    got = ragged_loop.assert_matches_loop(body, 4)
+    got = testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
     assert got.shape == [4, 5, 6]

@@ -26,7 +26,7 @@ def test_ensure_shape(data, shape, n, seed):
     build an EnsureShape of unknown rank in a graph at all.)"""
     expected = [None if data.draw(st.booleans()) else d for d in shape]
     x = tf.constant(np.random.default_rng(seed).standard_normal([n] + shape), tf.float32)
-    mode = data.draw(st.sampled_from(testing.MODES), label="mode")
+    mode = data.draw(st.sampled_from(testing.DRAWN_MODES), label="mode")
     testing.check_op(lambda t: tf.ensure_shape(t * 2.0, expected), [x], stacked=[True], n=n,
                      mode=mode)
 
@@ -53,7 +53,7 @@ def test_check_numerics_passes_finite_values_through(data, shape, stacked, n, se
             return tf.raw_ops.CheckNumericsV2(tensor=t, message="bad")
         return tf.debugging.check_numerics(t, "bad")
 
-    mode = data.draw(st.sampled_from(testing.MODES[:2]), label="mode")
+    mode = data.draw(st.sampled_from(testing.DRAWN_MODES[:2]), label="mode")
     testing.check_op(lambda t, w: check(t + w), [x, tf.ones(shape, tf.float64)],
                      stacked=[stacked, False], n=n, mode=mode)
 

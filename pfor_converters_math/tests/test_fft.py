@@ -64,7 +64,7 @@ def test_transforms(data, real, dims, inverse, lead, dtype, n, seed):
         lead = [max(d, 1) for d in lead]
     shape = [n] + lead + inner
     rng = np.random.default_rng(seed)
-    mode = data.draw(st.sampled_from(testing.MODES), label="mode")
+    mode = data.draw(st.sampled_from(testing.DRAWN_MODES), label="mode")
     if not real:
         testing.check_op(COMPLEX[dims, inverse], [complex_values(rng, shape, dtype)],
                          stacked=[True], n=n, mode=mode, **tolerance(dtype))

@@ -201,7 +201,7 @@ def test_matrix_diagonal_ops(data):
     # With unknown input dims TF's own shape functions reject a band of diagonals in
     # MatrixSetDiag and MatrixDiag (already in the loop body): static shapes there.
     testing.check(data, fn, args, stacked=stacked, n=n,
-                  modes=testing.MODES if unknown else testing.MODES[:2])
+                  modes=testing.DRAWN_MODES if unknown else testing.DRAWN_MODES[:2])
 
 
 @given(st.data())

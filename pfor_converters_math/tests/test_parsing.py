@@ -96,7 +96,7 @@ def test_parse_dense_features(data, how, k, n, seed):
             return tf.io.parse_example(s, features(k), example_names=labels)
         return tf.io.parse_example(s, features(k))
 
-    mode = data.draw(st.sampled_from(testing.MODES[:2]), label="mode")
+    mode = data.draw(st.sampled_from(testing.DRAWN_MODES[:2]), label="mode")
     testing.check_op(parse, [serialized, names], stacked=[True, True], n=n, mode=mode)
 
 
@@ -155,7 +155,7 @@ def test_decode_csv(data, lead, select, n, seed):
     lines = [csv_line(rng) for _ in range(int(np.prod([n] + lead)))]
     lines = tf.constant(np.array(lines, dtype=object).reshape([n] + lead))
     cols, defaults = ([0, 2], [DEFAULTS[0], DEFAULTS[2]]) if select else (None, DEFAULTS)
-    mode = data.draw(st.sampled_from(testing.MODES), label="mode")
+    mode = data.draw(st.sampled_from(testing.DRAWN_MODES), label="mode")
     testing.check_op(lambda s: tf.io.decode_csv(s, defaults, select_cols=cols), [lines],
                      stacked=[True], n=n, mode=mode)
 

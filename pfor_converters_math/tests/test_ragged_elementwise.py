@@ -8,7 +8,6 @@ import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
 from pfor_core import testing
-from pfor_core.testing import ragged_loop as rl
 
 WIDTH = 5
 
@@ -20,9 +19,9 @@ def _values(data, shape, low=-2.0, high=2.0):
 
 
 def _ragged(data, n, inner=(), lengths=None):
-    """A ragged operand: (x, lengths) for rl.rows(x, lengths, i)."""
+    """A ragged operand: (x, lengths) for testing.rows(x, lengths, i)."""
     if lengths is None:
-        lengths = tf.constant(data.draw(rl.lengths_strategy(n, WIDTH), label="lengths"),
+        lengths = tf.constant(data.draw(testing.lengths_strategy(n, WIDTH), label="lengths"),
                               tf.int32)
     return _values(data, [n, WIDTH, *inner]), lengths
 
@@ -42,8 +41,8 @@ def test_unary(data):
     name = data.draw(st.sampled_from(sorted(UNARY)), label="op")
     n = data.draw(st.integers(0, 4), label="n")
     x, lengths = _ragged(data, n, inner=(2,))
-    rl.assert_matches_loop(lambda i: UNARY[name](rl.rows(x, lengths, i)), n, ragged=True,
-                           modes=rl.modes(data))
+    testing.assert_matches_loop(lambda i: UNARY[name](testing.rows(x, lengths, i)), n, ragged=True,
+                                modes=testing.draw_modes(data))
 
 
 # Per-iteration shapes of the other operand against a ragged [L_i, 3]; per-iteration
@@ -69,7 +68,7 @@ def test_binary(pattern, data):
 
     def operand(code, i, first):
         if code == "R":
-            return rl.rows(x if first else y, lengths, i)
+            return testing.rows(x if first else y, lengths, i)
         return tf.gather(other["S"], i) if code == "S" else other["U"]
 
     def body(i):
@@ -78,8 +77,8 @@ def test_binary(pattern, data):
             a = tf.abs(a) + 0.5
         return op(a, b)
 
-    rl.assert_matches_loop(body, n, ragged=True,
-                           modes=rl.modes(data))
+    testing.assert_matches_loop(body, n, ragged=True,
+                                modes=testing.draw_modes(data))
 
 
 @settings(max_examples=8)
@@ -88,21 +87,21 @@ def test_ragged_operands_broadcast_a_size_of_one(data):
     """x[:a_i] + y[:b_i] with b_i equal to a_i or 1 (the loop broadcasts the 1), other
     lengths tensors than the same one, of other padded widths."""
     n = data.draw(st.integers(0, 4), label="n")
-    a = data.draw(rl.lengths_strategy(n, WIDTH), label="a")
+    a = data.draw(testing.lengths_strategy(n, WIDTH), label="a")
     ones = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="ones")
     b = [1 if o else k for o, k in zip(ones, a)]
     if data.draw(st.booleans(), label="swap"):
         a, b = b, a
     x, y = _values(data, [n, WIDTH, 2]), _values(data, [n, WIDTH + 2, 2])
     a, b = tf.constant(a, tf.int32), tf.constant(b, tf.int32)
-    rl.assert_matches_loop(lambda i: rl.rows(x, a, i) * rl.rows(y, b, i), n, ragged=True,
-                           modes=rl.modes(data))
+    testing.assert_matches_loop(lambda i: testing.rows(x, a, i) * testing.rows(y, b, i), n, ragged=True,
+                                modes=testing.draw_modes(data))
 
 
 def test_ragged_operands_of_other_sizes_fail_like_the_loop():
     x = tf.ones([3, WIDTH])
     a, b = tf.constant([2, 3, 0]), tf.constant([2, 4, 0])
-    testing.assert_fails_like_loop(lambda i: rl.rows(x, a, i) + rl.rows(x, b, i), 3,
+    testing.assert_fails_like_loop(lambda i: testing.rows(x, a, i) + testing.rows(x, b, i), 3,
                                    match="do not broadcast")
 
 
@@ -111,9 +110,9 @@ def test_varying_dimension_against_a_stacked_fixed_size():
     L_i is 1 or 3 (checked when it runs, the result is uniform), and fail otherwise."""
     x, s = tf.reshape(tf.range(2.0 * WIDTH), [2, WIDTH]), tf.reshape(tf.range(6.0), [2, 3])
     n = tf.constant([3, 1])
-    rl.assert_matches_loop(lambda i: rl.rows(x, n, i) + tf.gather(s, i), 2)
+    testing.assert_matches_loop(lambda i: testing.rows(x, n, i) + tf.gather(s, i), 2, modes=testing.RUN_MODES)
     testing.assert_fails_like_loop(
-        lambda i: rl.rows(x, tf.constant([3, 2]), i) + tf.gather(s, i), 2, match="broadcast")
+        lambda i: testing.rows(x, tf.constant([3, 2]), i) + tf.gather(s, i), 2, match="broadcast")
 
 
 @pytest.mark.parametrize("pattern", ["R**", "*R*", "**R", "RR*", "R*R", "*RR", "RRR"])
@@ -132,13 +131,13 @@ def test_select(pattern, data):
         values = []
         for k, code in enumerate(pattern):
             if code == "R":
-                values.append(rl.rows(x if k != 1 else y, lengths, i))
+                values.append(testing.rows(x if k != 1 else y, lengths, i))
             else:
                 values.append(tf.gather(s, i) if codes[k] == "S" else u)
         return tf.where(values[0] > 0, values[1], values[2])
 
-    rl.assert_matches_loop(body, n, ragged=True,
-                           modes=rl.modes(data))
+    testing.assert_matches_loop(body, n, ragged=True,
+                                modes=testing.draw_modes(data))
 
 
 @settings(max_examples=6)
@@ -149,22 +148,22 @@ def test_add_n_clip_and_same_shape_kernels(data):
     y, _ = _ragged(data, n, (2,), lengths=lengths)
 
     def body(i):
-        a, b = rl.rows(x, lengths, i), rl.rows(y, lengths, i)
+        a, b = testing.rows(x, lengths, i), testing.rows(y, lengths, i)
         total = tf.math.add_n([a, b, a])
         clipped = tf.raw_ops.ClipByValue(t=total, clip_value_min=-1.0,
                                          clip_value_max=tf.gather(y[:, 0, 0], i))
         grad = tf.raw_ops.TanhGrad(y=tf.tanh(a), dy=b)
         return clipped + grad
 
-    rl.assert_matches_loop(body, n, ragged=True,
-                           modes=rl.modes(data))
+    testing.assert_matches_loop(body, n, ragged=True,
+                                modes=testing.draw_modes(data))
 
 
 def test_add_n_of_other_sizes_fails_like_the_loop():
     x = tf.ones([3, WIDTH])
     a, b = tf.constant([2, 3, 0]), tf.constant([2, 1, 0])
     testing.assert_fails_like_loop(
-        lambda i: tf.math.add_n([rl.rows(x, a, i), rl.rows(x, b, i)]), 3,
+        lambda i: tf.math.add_n([testing.rows(x, a, i), testing.rows(x, b, i)]), 3,
         error=(tf.errors.InvalidArgumentError, ValueError))
 
 
@@ -182,21 +181,21 @@ def test_same_shape_kernels_of_operands_fixed_where_another_varies(kind, data):
     y = _values(data, [n, 3, WIDTH])
 
     def body(i):
-        a = tf.transpose(rl.rows(x, lengths, i))  # [3, L_i]: varies in dim 1
+        a = tf.transpose(testing.rows(x, lengths, i))  # [3, L_i]: varies in dim 1
         b = tf.gather(y, i)[:tf.gather(rows, i), :tf.gather(lengths, i)]  # varies in both
         if kind != "ragged":  # [3] against [L_i] where every L_i is 3
             a = tf.gather(fixed, i) if kind == "stacked" else fixed[0]
-            b = rl.rows(x, rows, i)[:, 0]
+            b = testing.rows(x, rows, i)[:, 0]
         return (tf.math.add_n([a, b]) + tf.raw_ops.TanhGrad(y=tf.tanh(b), dy=a)
                 + tf.raw_ops.SigmoidGrad(y=tf.sigmoid(a), dy=b))
 
-    rl.assert_matches_loop(body, n, ragged=True, modes=rl.modes(data))
+    testing.assert_matches_loop(body, n, ragged=True, modes=testing.draw_modes(data))
 
 
 def test_a_fixed_operand_against_other_sizes_fails_like_the_loop():
     x, s = tf.ones([2, WIDTH]), tf.ones([2, 3])
     testing.assert_fails_like_loop(
-        lambda i: tf.math.add_n([rl.rows(x, tf.constant([3, 2]), i), tf.gather(s, i)]), 2,
+        lambda i: tf.math.add_n([testing.rows(x, tf.constant([3, 2]), i), tf.gather(s, i)]), 2,
         error=(tf.errors.InvalidArgumentError, ValueError))
 
 
@@ -217,8 +216,8 @@ def test_gradients(data):
     x, lengths = _ragged(data, n, (2,))
     w = _values(data, [2]) + 3.0
     chunked = data.draw(st.booleans(), label="chunked")
-    rl.assert_gradients_match(lambda i: GRADIENT_BODIES[name](rl.rows(x, lengths, i), w),
-                              [x, w], n, chunked=chunked)
+    testing.assert_gradients_match(lambda i: GRADIENT_BODIES[name](testing.rows(x, lengths, i), w),
+                                   [x, w], n, chunked=chunked)
 
 
 # -- Ragged operands of equal per-iteration sizes --------------------------------------
@@ -279,9 +278,9 @@ def test_ragged_operands_of_equal_sizes_broadcast(kind, data):
     x = _values(data, [n, WIDTH, 2]).numpy()
     y = _values(data, [n, WIDTH, 2]).numpy()
     body = _equal_sizes_body(kind, x, y, lengths)
-    rl.assert_matches_loop(body, n, ragged=True, modes=rl.modes(data))
+    testing.assert_matches_loop(body, n, ragged=True, modes=testing.draw_modes(data))
     expected = [body(tf.constant(j)) for j in range(n)]
-    rl.assert_rows_match(_pfor_in_a_v1_graph(body, n), expected, where=" (v1 graph)")
+    testing.assert_rows_match(_pfor_in_a_v1_graph(body, n), expected, where=" (v1 graph)")
 
 
 def test_bates_log_prob_in_a_v1_graph():

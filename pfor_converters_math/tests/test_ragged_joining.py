@@ -9,7 +9,6 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_core.testing import ragged_loop as rl
 
 WIDTH, D = 4, 2
 
@@ -22,7 +21,7 @@ def _values(data, shape):
 
 
 def _lengths(data, n):
-    return tf.constant(data.draw(rl.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
+    return tf.constant(data.draw(testing.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
 
 
 # r, q: ragged [L_i, D] and [M_i, D]; r2: ragged like r (same lengths); s: stacked [2, D];
@@ -53,22 +52,22 @@ def test_joining(name, data):
     x, y, z = (_values(data, [n, WIDTH, D]) for _ in range(3))
     s, u = _values(data, [n, 2, D]), _values(data, [1, D])
     body = BODIES[name]
-    rl.assert_matches_loop(
-        lambda i: body(rl.rows(x, a, i), rl.rows(y, a, i), rl.rows(z, b, i), tf.gather(s, i), u),
-        n, ragged=name not in FIXED, modes=rl.modes(data))
+    testing.assert_matches_loop(
+             lambda i: body(testing.rows(x, a, i), testing.rows(y, a, i), testing.rows(z, b, i), tf.gather(s, i), u),
+             n, ragged=name not in FIXED, modes=testing.draw_modes(data))
 
 
 def test_concat_of_other_sizes_along_a_fixed_axis_fails_like_the_loop():
     x = tf.ones([3, WIDTH, D])
     a, b = tf.constant([2, 3, 0]), tf.constant([2, 1, 0])
-    testing.assert_fails_like_loop(lambda i: tf.concat([rl.rows(x, a, i), rl.rows(x, b, i)], 1),
+    testing.assert_fails_like_loop(lambda i: tf.concat([testing.rows(x, a, i), testing.rows(x, b, i)], 1),
                                    3, match="differ")
 
 
 def test_concat_of_a_varying_dimension_with_a_fixed_one_falls_back():
     x, s = tf.ones([2, WIDTH, D]), tf.ones([2, 3, D])
     n = tf.constant([3, 3])
-    report = pf.explain(lambda i: tf.concat([rl.rows(x, n, i), tf.gather(s, i)], 1), 2)
+    report = pf.explain(lambda i: tf.concat([testing.rows(x, n, i), tf.gather(s, i)], 1), 2)
     assert [r.op_type for r in report.fallbacks] == ["ConcatV2"]
 
 
@@ -82,8 +81,8 @@ def test_gradients(data):
     name = data.draw(st.sampled_from(["concat_mixed", "stack", "pad_constant", "pad_stacked",
                                       "concat_fixed_axis"]), label="body")
     body = BODIES[name]
-    rl.assert_gradients_match(
-        lambda i: tf.reduce_sum(tf.sqrt(tf.abs(body(rl.rows(x, a, i), rl.rows(x, a, i),
-                                                    rl.rows(z, b, i), tf.gather(s, i), u))
-                                        + 1.0), 0),
-        [x, z, s, u], n, chunked=data.draw(st.booleans(), label="chunked"))
+    testing.assert_gradients_match(
+             lambda i: tf.reduce_sum(tf.sqrt(tf.abs(body(testing.rows(x, a, i), testing.rows(x, a, i),
+                                                         testing.rows(z, b, i), tf.gather(s, i), u))
+                                             + 1.0), 0),
+             [x, z, s, u], n, chunked=data.draw(st.booleans(), label="chunked"))

@@ -9,7 +9,6 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
-from pfor_core.testing import ragged_loop as rl
 
 WIDTH, D = 5, 3
 
@@ -23,7 +22,7 @@ def _values(data, shape):
 
 def _draw(data):
     n = data.draw(st.integers(0, 4), label="n")
-    lengths = tf.constant(data.draw(rl.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
+    lengths = tf.constant(data.draw(testing.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
     return n, lengths, _values(data, [n, WIDTH, D])
 
 
@@ -63,24 +62,24 @@ FIXED = {"r_r_contract", "einsum_contract"}  # no varying dimension left
 def test_matmul(name, data):
     n, lengths, x = _draw(data)
     s, u = _values(data, [n, D, 2]), _values(data, [D, 2])
-    rl.assert_matches_loop(
-        lambda i: MATMUL[name](rl.rows(x, lengths, i), tf.gather(s, i), u), n,
-        ragged=name not in FIXED, modes=rl.modes(data))
+    testing.assert_matches_loop(
+             lambda i: MATMUL[name](testing.rows(x, lengths, i), tf.gather(s, i), u), n,
+             ragged=name not in FIXED, modes=testing.draw_modes(data))
 
 
 def test_ragged_rows_times_invariant_under_xla():
     # Packing the rows needs their run-time count; under XLA the padded product runs.
     x, u = tf.reshape(tf.range(2 * WIDTH * D, dtype=tf.float32), [2, WIDTH, D]), tf.ones([D, 2])
     lengths = tf.constant([3, 0])
-    body = lambda i: tf.reduce_sum(rl.rows(x, lengths, i) @ u, 0)  # noqa: E731
+    body = lambda i: tf.reduce_sum(testing.rows(x, lengths, i) @ u, 0)  # noqa: E731
     got = tf.function(lambda: pf.pfor(body, 2, fallback="error"), jit_compile=True)()
-    rl.assert_rows_match(got, [body(0), body(1)])
+    testing.assert_rows_match(got, [body(0), body(1)])
 
 
 def test_matmul_of_a_varying_dimension_against_a_fixed_one_falls_back():
     x, y = tf.ones([2, WIDTH, D]), tf.ones([2, D, WIDTH])
     n = tf.constant([WIDTH, WIDTH])
-    report = pf.explain(lambda i: tf.matmul(tf.gather(y, i), rl.rows(x, n, i)), 2)
+    report = pf.explain(lambda i: tf.matmul(tf.gather(y, i), testing.rows(x, n, i)), 2)
     assert [r.op_type for r in report.fallbacks] == ["MatMul"]
 
 
@@ -88,7 +87,7 @@ def test_contraction_over_other_sizes_fails_like_the_loop():
     x = tf.ones([3, WIDTH, D])
     a, b = tf.constant([2, 3, 0]), tf.constant([2, 4, 0])
     testing.assert_fails_like_loop(
-        lambda i: tf.matmul(rl.rows(x, a, i), rl.rows(x, b, i), transpose_a=True), 3,
+        lambda i: tf.matmul(testing.rows(x, a, i), testing.rows(x, b, i), transpose_a=True), 3,
         match="differ")
 
 
@@ -99,9 +98,9 @@ def test_matmul_gradients(data):
     u = _values(data, [D, 2])
     name = data.draw(st.sampled_from(["r_u", "r_u_chain", "attention", "einsum_r_r",
                                       "r_r_contract"]))
-    rl.assert_gradients_match(
-        lambda i: tf.reduce_sum(MATMUL[name](rl.rows(x, lengths, i), None, u) ** 2),
-        [x, u], n, chunked=data.draw(st.booleans(), label="chunked"))
+    testing.assert_gradients_match(
+             lambda i: tf.reduce_sum(MATMUL[name](testing.rows(x, lengths, i), None, u) ** 2),
+             [x, u], n, chunked=data.draw(st.booleans(), label="chunked"))
 
 
 SHAPE = {
@@ -128,23 +127,23 @@ SHAPED = {
 def test_shape_ops(name, data):
     n, lengths, x = _draw(data)
     fn = SHAPE.get(name) or SHAPED[name]
-    rl.assert_matches_loop(lambda i: fn(rl.rows(x, lengths, i)), n, ragged=name in SHAPED,
-                           modes=rl.modes(data))
+    testing.assert_matches_loop(lambda i: fn(testing.rows(x, lengths, i)), n, ragged=name in SHAPED,
+                                modes=testing.draw_modes(data))
 
 
 def test_reshape_flattening_a_varying_dimension_with_others():
     x = tf.ones([2, WIDTH, D])
     n = tf.constant([2, 4])
-    testing.assert_matches_loop(lambda i: tf.reshape(rl.rows(x, n, i), [-1]), 2, graph=True,
+    testing.assert_matches_loop(lambda i: tf.reshape(testing.rows(x, n, i), [-1]), 2, graph=True,
                                 ragged_outputs=True)
 
 
 def test_reshape_across_the_varying_dimension_falls_back():
     x = tf.ones([2, WIDTH, D])
     n = tf.constant([2, 4])
-    report = pf.explain(lambda i: tf.reshape(rl.rows(x, n, i), [-1, 2]), 2)
+    report = pf.explain(lambda i: tf.reshape(testing.rows(x, n, i), [-1, 2]), 2)
     assert [r.op_type for r in report.fallbacks] == ["Reshape"]
-    got = pf.pfor(lambda i: tf.reduce_sum(tf.reshape(rl.rows(x, n, i), [-1, 2])), 2,
+    got = pf.pfor(lambda i: tf.reduce_sum(tf.reshape(testing.rows(x, n, i), [-1, 2])), 2,
                   fallback="loop")
     assert got.numpy().tolist() == [6.0, 12.0]
 
@@ -153,6 +152,6 @@ def test_reshape_across_the_varying_dimension_falls_back():
 @given(data=st.data())
 def test_shape_op_gradients(data):
     n, lengths, x = _draw(data)
-    rl.assert_gradients_match(
-        lambda i: tf.reduce_sum(SHAPED["heads"](rl.rows(x, lengths, i)) ** 2, [0, 1]),
-        [x], n, chunked=data.draw(st.booleans(), label="chunked"))
+    testing.assert_gradients_match(
+             lambda i: tf.reduce_sum(SHAPED["heads"](testing.rows(x, lengths, i)) ** 2, [0, 1]),
+             [x], n, chunked=data.draw(st.booleans(), label="chunked"))

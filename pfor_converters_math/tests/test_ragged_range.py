@@ -8,7 +8,7 @@ import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
-from pfor_core.testing import ragged_loop
+from pfor_core import testing
 
 MAX_N = 4
 
@@ -16,7 +16,7 @@ MAX_N = 4
 def check_rows(body, n):
     """pfor with ragged outputs, eagerly, in a tf.function of run-time iters, and in
     chunks of 2, equals the loop's rows; nothing falls back."""
-    ragged_loop.assert_matches_loop(body, n, ragged=True)
+    testing.assert_matches_loop(body, n, ragged=True, modes=testing.RUN_MODES)
 
 
 @settings(max_examples=12, deadline=None)

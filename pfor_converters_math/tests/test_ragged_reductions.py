@@ -8,13 +8,12 @@ import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
 from pfor_core import testing
-from pfor_core.testing import ragged_loop as rl
 
 WIDTH = 4
 
 
 def _draw(data, n, dtype):
-    lengths = tf.constant(data.draw(rl.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
+    lengths = tf.constant(data.draw(testing.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
     shape = [n, WIDTH, 3]
     size = int(np.prod(shape))
     if dtype == tf.bool:
@@ -44,8 +43,8 @@ def test_reductions(dtype, data):
     axis = data.draw(st.sampled_from([0, 1, -1, [0, 1], [], None, -2]), label="axis")
     keepdims = data.draw(st.booleans(), label="keepdims")
     ragged = axis in (1, -1, [])  # the ragged axis is kept
-    rl.assert_matches_loop(lambda i: op(rl.rows(x, lengths, i), axis=axis, keepdims=keepdims),
-                           n, ragged=ragged, modes=rl.modes(data))
+    testing.assert_matches_loop(lambda i: op(testing.rows(x, lengths, i), axis=axis, keepdims=keepdims),
+                                n, ragged=ragged, modes=testing.draw_modes(data))
 
 
 @settings(max_examples=12)
@@ -58,14 +57,14 @@ def test_arg_reductions(data):
     axis = data.draw(st.sampled_from([0, 1, -1]), label="axis")
     if axis == 0:  # the loop fails on an empty axis: draw lengths from 1
         lengths = tf.maximum(lengths, 1)
-    rl.assert_matches_loop(lambda i: op(rl.rows(x, lengths, i), axis=axis), n,
-                           ragged=axis != 0, modes=rl.modes(data))
+    testing.assert_matches_loop(lambda i: op(testing.rows(x, lengths, i), axis=axis), n,
+                                ragged=axis != 0, modes=testing.draw_modes(data))
 
 
 def test_arg_reduction_over_an_empty_axis_fails_like_the_loop():
     x = tf.ones([3, WIDTH])
     lengths = tf.constant([2, 0, 1])
-    testing.assert_fails_like_loop(lambda i: tf.argmax(rl.rows(x, lengths, i)), 3,
+    testing.assert_fails_like_loop(lambda i: tf.argmax(testing.rows(x, lengths, i)), 3,
                                    match="empty")
 
 
@@ -78,9 +77,9 @@ def test_scans(data):
                                     tf.math.cumulative_logsumexp]), label="op")
     axis = data.draw(st.sampled_from([0, 1, -2]), label="axis")
     exclusive, reverse = data.draw(st.booleans()), data.draw(st.booleans())
-    rl.assert_matches_loop(
-        lambda i: op(rl.rows(x, lengths, i), axis=axis, exclusive=exclusive, reverse=reverse),
-        n, ragged=True, modes=rl.modes(data))
+    testing.assert_matches_loop(
+             lambda i: op(testing.rows(x, lengths, i), axis=axis, exclusive=exclusive, reverse=reverse),
+             n, ragged=True, modes=testing.draw_modes(data))
 
 
 GRADIENT_BODIES = {
@@ -105,4 +104,4 @@ def test_gradients(data):
     name = data.draw(st.sampled_from(sorted(GRADIENT_BODIES)), label="body")
     body = GRADIENT_BODIES[name]
     chunked = data.draw(st.booleans(), label="chunked")
-    rl.assert_gradients_match(lambda i: body(rl.rows(x, lengths, i)), [x], n, chunked=chunked)
+    testing.assert_gradients_match(lambda i: body(testing.rows(x, lengths, i)), [x], n, chunked=chunked)

@@ -10,7 +10,7 @@ import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
-from pfor_core.testing import ragged_loop
+from pfor_core import testing
 
 MAX_N = 4
 
@@ -19,7 +19,7 @@ MAX_N = 4
 def check_rows(body, n):
     """pfor with ragged outputs, eagerly, in a tf.function of run-time iters, and in
     chunks of 2, equals the loop's rows; nothing falls back."""
-    ragged_loop.assert_matches_loop(body, n, ragged=True)
+    testing.assert_matches_loop(body, n, ragged=True, modes=testing.RUN_MODES)
 
 
 def check_gradient(body, n, source):
@@ -117,9 +117,9 @@ def test_windows_clipped_at_the_end_of_the_axis(n):
     marked usually uniform); inside the axis it stays stacked."""
     x = tf.reshape(tf.range(12.0), [4, 3])
     check_rows(lambda i: x[i:i + 2], n)
-    ragged_loop.assert_matches_loop(lambda i: tf.reduce_sum(x[i:i + 2] ** 2, 0), n)
+    testing.assert_matches_loop(lambda i: tf.reduce_sum(x[i:i + 2] ** 2, 0), n, modes=testing.RUN_MODES)
     check_gradient(lambda i: x[i:i + 2] * 2.0, n, x)
-    ragged_loop.assert_gradients_match(lambda i: tf.reduce_sum(tf.sin(x[i:i + 2, 1:])), [x], n)
+    testing.assert_gradients_match(lambda i: tf.reduce_sum(tf.sin(x[i:i + 2, 1:])), [x], n)
 
 
 def test_windows_of_usually_one_size_reach_ops_without_ragged_converters():
@@ -129,7 +129,7 @@ def test_windows_of_usually_one_size_reach_ops_without_ragged_converters():
     kernel = tf.ones([2, 2, 1, 1])
     body = lambda i: tf.nn.conv2d(images[i:i + 2], kernel, 1, "VALID")  # noqa: E731
     run = tf.function(lambda n: pf.pfor(body, n, fallback="error"))
-    ragged_loop.assert_rows_match(run(tf.constant(5)), [body(i) for i in range(5)])
+    testing.assert_rows_match(run(tf.constant(5)), [body(i) for i in range(5)])
     with pytest.raises(tf.errors.InvalidArgumentError, match="clipped at the end"):
         run(tf.constant(6))
 
@@ -144,8 +144,8 @@ def test_varying_size_broadcast_against_a_fixed_size(data):
                                              max_size=n), label="lengths"), tf.int32)
     x = tf.reshape(tf.range(MAX_N * 3 * 2, dtype=tf.float32), [MAX_N, 3, 2])
     u = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-    ragged_loop.assert_matches_loop(lambda i: x[i, :lengths[i]] * u, n,
-                                    modes=ragged_loop.modes(data))
+    testing.assert_matches_loop(lambda i: x[i, :lengths[i]] * u, n,
+                                modes=testing.draw_modes(data))
 
 
 def test_varying_size_broadcast_against_a_fixed_size_fails_like_the_loop():
@@ -162,7 +162,7 @@ def test_windows_of_one_size_stay_stacked():
     body = lambda i: x[i:i + 2]  # noqa: E731
     records = pf.explain(body, 3).rows
     converters = {r.converter for r in records if r.op_type == "StridedSlice"}
-    assert converters == {"convert_strided_slice_window"}, converters
+    assert converters == {"pfor_converters_math.offsets.convert_strided_slice_window"}, converters
     check_rows(body, 3)
 
 
@@ -287,4 +287,4 @@ def test_gradient_of_a_per_iteration_item_of_a_ragged_value(data):
             loss = tf.reduce_sum(tf.sin(part) * tf.cast(t + 1, tf.float32))
         return tape.gradient(loss, xi)
 
-    ragged_loop.assert_matches_loop(body, n, modes=ragged_loop.modes(data))
+    testing.assert_matches_loop(body, n, modes=testing.draw_modes(data))

@@ -6,8 +6,8 @@ ragged ranks 0 and 1, and a ragged pfor output."""
 import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
+from pfor_core import testing
 
-from pfor_core.testing import ragged_loop as rl
 
 ROWS, WIDTH = 3, 4
 FLAT = tf.RaggedTensorSpec([None], tf.float32)
@@ -48,8 +48,8 @@ BODIES = {
 @given(data=st.data(), name=st.sampled_from(sorted(BODIES)))
 def test_map_fn_with_ragged_outputs_in_the_body(data, name):
     n, x = _draw(data)
-    rl.assert_matches_loop(lambda i: BODIES[name](tf.gather(x, i)), n,
-                           modes=rl.modes(data))
+    testing.assert_matches_loop(lambda i: BODIES[name](tf.gather(x, i)), n,
+                                modes=testing.draw_modes(data))
 
 
 @settings(max_examples=6, deadline=None)
@@ -57,6 +57,6 @@ def test_map_fn_with_ragged_outputs_in_the_body(data, name):
 def test_map_fn_result_returned_as_a_ragged_output(data):
     """The body returns the map_fn's RaggedTensor: one more ragged dimension."""
     n, x = _draw(data)
-    rl.assert_matches_loop(
-        lambda i: tf.map_fn(positives, tf.gather(x, i), fn_output_signature=FLAT).flat_values,
-        n, ragged=True, modes=rl.modes(data))
+    testing.assert_matches_loop(
+             lambda i: tf.map_fn(positives, tf.gather(x, i), fn_output_signature=FLAT).flat_values,
+             n, ragged=True, modes=testing.draw_modes(data))

@@ -9,7 +9,7 @@ import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
-from pfor_core.testing import ragged_loop
+from pfor_core import testing
 
 MAX_N = 4
 
@@ -17,7 +17,7 @@ MAX_N = 4
 def check_rows(body, n):
     """pfor with ragged outputs, eagerly, in a tf.function of run-time iters, and in
     chunks of 2, equals the loop's rows; nothing falls back."""
-    ragged_loop.assert_matches_loop(body, n, ragged=True)
+    testing.assert_matches_loop(body, n, ragged=True, modes=testing.RUN_MODES)
 
 
 def test_where_of_a_ragged_mask():
@@ -65,7 +65,7 @@ def test_boolean_mask_converts_where_and_gather():
     rows = {r.op_type: r for r in pf.explain(body, 3).rows}
     assert rows["Where"].how == "converter" and rows["GatherV2"].how == "converter"
     got = pf.pfor(body, 3, fallback="loop", ragged_outputs=True)
-    ragged_loop.assert_rows_match(got, [body(tf.constant(i)) for i in range(3)])
+    testing.assert_rows_match(got, [body(tf.constant(i)) for i in range(3)])
 
 
 def test_boolean_mask():
@@ -80,7 +80,7 @@ def test_gather_of_ragged_params_by_stacked_indices(data):
     dimension that varies (checked against each iteration's size) or along one that
     does not, with batch_dims, and with the indices of another rank."""
     n = data.draw(st.integers(1, MAX_N), label="n")
-    lengths = data.draw(ragged_loop.lengths_strategy(n, 4), label="lengths")
+    lengths = data.draw(testing.lengths_strategy(n, 4), label="lengths")
     along_ragged = data.draw(st.booleans(), label="along the varying dimension")
     batch_dims = data.draw(st.sampled_from([0, 1]), label="batch_dims")
     seed = data.draw(st.integers(0, 2**16), label="seed")

@@ -71,7 +71,7 @@ def test_unary(data, names, shape, n, seed):
         dtype = data.draw(st.sampled_from(FLOATS), label=f"{name} dtype")
         fns.append(fn)
         args.append(values(rng, low_high, [n] + shape, dtype))
-    mode = data.draw(st.sampled_from(testing.MODES), label="mode")
+    mode = data.draw(st.sampled_from(testing.DRAWN_MODES), label="mode")
     testing.check_op(lambda *xs: tuple(f(x) for f, x in zip(fns, xs)), args,
                      stacked=[True] * len(args), n=n, mode=mode)
 
@@ -98,6 +98,6 @@ def test_igamma_grad_a_broadcasts_an_invariant_operand(data, shapes, dtype, stac
                                                        seed):
     rng = np.random.default_rng(seed)
     args = [values(rng, (0.3, 4.0), [n] * s + sh, dtype) for sh, s in zip(shapes, stacked)]
-    mode = data.draw(st.sampled_from(testing.MODES), label="mode")
+    mode = data.draw(st.sampled_from(testing.DRAWN_MODES), label="mode")
     testing.check_op(_igamma_grad_a, args, stacked=list(stacked), n=n, mode=mode,
                      rtol=1e-3 if dtype == tf.float32 else None)

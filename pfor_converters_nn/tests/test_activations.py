@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pfor_core import testing
-from pfor_core.testing import ragged_loop as rl
 
 DTYPES = st.sampled_from([np.float32, np.float64])
 SHAPES = st.lists(st.integers(0, 3), min_size=0, max_size=3)
@@ -42,7 +41,7 @@ def values(rng, shape, dtype):
 
 
 @given(name=NAMES, shape=SHAPES, dtype=DTYPES, alpha=ALPHAS, n=st.integers(0, 3),
-       mode=st.sampled_from(testing.MODES), seed=st.integers(0, 99))
+       mode=st.sampled_from(testing.DRAWN_MODES), seed=st.integers(0, 99))
 def test_activation(name, shape, dtype, alpha, n, mode, seed):
     if name in NEEDS_AXIS and not shape:
         shape = [2]
@@ -67,7 +66,7 @@ def grad_op(name, alpha):
 @given(name=st.sampled_from(["ReluGrad", "Relu6Grad", "EluGrad", "SeluGrad", "LeakyReluGrad",
                              "SoftplusGrad", "SoftsignGrad"]),
        shape=SHAPES, dtype=DTYPES, alpha=ALPHAS, n=st.integers(0, 3),
-       mode=st.sampled_from(testing.MODES), data=st.data())
+       mode=st.sampled_from(testing.DRAWN_MODES), data=st.data())
 def test_gradient_op(name, shape, dtype, alpha, n, mode, data):
     stacked = testing.draw_stacked(data, 2)
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
@@ -107,7 +106,7 @@ WIDTH, D = 5, 3
 
 def _draw(data):
     n = data.draw(st.integers(0, 4), label="n")
-    lengths = tf.constant(data.draw(rl.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
+    lengths = tf.constant(data.draw(testing.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
     size = n * WIDTH * D
     x = tf.constant(np.asarray(data.draw(st.lists(st.floats(-3, 3, width=32), min_size=size,
                                                   max_size=size), label="x"),
@@ -130,8 +129,8 @@ BODIES = {
 def test_activations(data):
     n, lengths, x = _draw(data)
     name = data.draw(st.sampled_from(sorted(BODIES)), label="body")
-    rl.assert_matches_loop(lambda i: BODIES[name](rl.rows(x, lengths, i)), n, ragged=True,
-                           modes=rl.modes(data))
+    testing.assert_matches_loop(lambda i: BODIES[name](testing.rows(x, lengths, i)), n, ragged=True,
+                                modes=testing.draw_modes(data))
 
 
 @settings(max_examples=12)
@@ -139,9 +138,9 @@ def test_activations(data):
 def test_gradients(data):
     n, lengths, x = _draw(data)
     name = data.draw(st.sampled_from(sorted(BODIES)), label="body")
-    rl.assert_gradients_match(
-        lambda i: tf.reduce_sum(BODIES[name](rl.rows(x, lengths, i)) ** 2), [x], n,
-        chunked=data.draw(st.booleans(), label="chunked"))
+    testing.assert_gradients_match(
+             lambda i: tf.reduce_sum(BODIES[name](testing.rows(x, lengths, i)) ** 2), [x], n,
+             chunked=data.draw(st.booleans(), label="chunked"))
 
 
 def test_attention_gradients_with_empty_rows():
@@ -149,8 +148,8 @@ def test_attention_gradients_with_empty_rows():
     lengths = tf.constant([0, 3, WIDTH])
 
     def body(i):
-        r = rl.rows(x, lengths, i)
+        r = testing.rows(x, lengths, i)
         weights = tf.nn.softmax(tf.matmul(r, r, transpose_b=True))
         return tf.reduce_sum(tf.math.log(tf.matmul(weights, r) ** 2 + 1.0), 0)
 
-    rl.assert_gradients_match(body, [x], 3)
+    testing.assert_gradients_match(body, [x], 3)

@@ -95,7 +95,7 @@ def values(rng, n, shape, stacked):
 
 
 @given(setup=conv_setups(FORWARD), n=st.sampled_from([0, 1, 2, 3]), data=st.data(),
-       mode=st.sampled_from(testing.MODES), seed=st.integers(0, 99))
+       mode=st.sampled_from(testing.DRAWN_MODES), seed=st.integers(0, 99))
 def test_conv_forward(setup, n, data, mode, seed):
     rng = np.random.default_rng(seed)
     stacked = testing.draw_stacked(data, 2)
@@ -108,7 +108,7 @@ def test_conv_forward(setup, n, data, mode, seed):
 
 
 @given(setup=conv_setups(GRADS), n=st.sampled_from([0, 1, 2, 3]), data=st.data(),
-       mode=st.sampled_from(testing.MODES), seed=st.integers(0, 99))
+       mode=st.sampled_from(testing.DRAWN_MODES), seed=st.integers(0, 99))
 def test_conv_backprop(setup, n, data, mode, seed):
     rng = np.random.default_rng(seed)
     kind = setup["kind"]
@@ -126,7 +126,7 @@ def test_conv_backprop(setup, n, data, mode, seed):
 
 
 @given(setup=conv_setups(("Conv2D", "Conv1D", "Conv3D", "DepthwiseConv2dNative")),
-       n=st.sampled_from([0, 1, 2, 3]), data=st.data(), mode=st.sampled_from(testing.MODES),
+       n=st.sampled_from([0, 1, 2, 3]), data=st.data(), mode=st.sampled_from(testing.DRAWN_MODES),
        seed=st.integers(0, 99))
 def test_per_example_gradients(setup, n, data, mode, seed):
     """A GradientTape inside the body over a conv with a captured (or stacked) filter:
@@ -194,7 +194,7 @@ def test_filter_gradients_match_the_loop(batch, size, k, stride, dilation, cin, 
     testing.assert_matches_loop(body, PATCHES_N, rtol=1e-4, atol=1e-4)
     report = pf.explain(body, PATCHES_N)
     used = [r.converter for r in report.rows if r.op_type == "Conv2DBackpropFilter"]
-    assert used == ["convert_backprop_filter_patches"], used
+    assert used == ["pfor_converters_nn.conv_grad.convert_backprop_filter_patches"], used
 
 
 def test_under_xla_and_per_example_gradients_of_a_convnet():
@@ -233,4 +233,4 @@ def test_declined_cases_go_to_the_grouped_kernel(case):
     testing.assert_matches_loop(body, PATCHES_N, rtol=1e-4, atol=1e-4)
     used = [r.converter for r in pf.explain(body, PATCHES_N).rows
             if r.op_type == "Conv2DBackpropFilter"]
-    assert used == ["convert_backprop_filter_stacked_both"], used
+    assert used == ["pfor_converters_nn.conv_grad.convert_backprop_filter_stacked_both"], used

@@ -42,7 +42,7 @@ def sparse_softmax_xent(features, labels):
 
 @given(batch=st.integers(0, 3), classes=st.integers(0, 3), n=st.integers(0, 3),
        dtype=DTYPES, broadcast=st.sampled_from([None, 0, 1]),
-       mode=st.sampled_from(testing.MODES), data=st.data())
+       mode=st.sampled_from(testing.DRAWN_MODES), data=st.data())
 def test_softmax_xent_op(batch, classes, n, dtype, broadcast, mode, data):
     """Both outputs; ``broadcast`` gives that operand one row ([1, c] against [b, c])."""
     stacked = testing.draw_stacked(data, 2)
@@ -55,7 +55,7 @@ def test_softmax_xent_op(batch, classes, n, dtype, broadcast, mode, data):
 
 @given(batch=st.integers(0, 3), classes=st.integers(1, 3), n=st.integers(0, 3),
        dtype=DTYPES, label_dtype=st.sampled_from([np.int32, np.int64]),
-       mode=st.sampled_from(testing.MODES), data=st.data())
+       mode=st.sampled_from(testing.DRAWN_MODES), data=st.data())
 def test_sparse_softmax_xent_op(batch, classes, n, dtype, label_dtype, mode, data):
     stacked = testing.draw_stacked(data, 2)
     rng = np.random.default_rng(data.draw(st.integers(0, 99)))
@@ -113,7 +113,7 @@ def draw_case(data, n):
     return name, shape, data.draw(DTYPES), testing.draw_stacked(data, 2)
 
 
-@given(n=st.integers(0, 3), mode=st.sampled_from(testing.MODES), data=st.data())
+@given(n=st.integers(0, 3), mode=st.sampled_from(testing.DRAWN_MODES), data=st.data())
 def test_public_losses(n, mode, data):
     name, shape, dtype, stacked = draw_case(data, n)
     fn, kind = LOSSES[name]

@@ -191,5 +191,5 @@ def test_layers_expanding_to_math_ops(data):
             return tf.nn.batch_normalization(v, mean, var, 0.5, 2.0, 0.01)
 
     got = testing.check(data, layer_body(norm, variables), [x, w], stacked=stacked, n=n,
-                  modes=testing.MODES[:2], atol=1e-4)
+                  modes=testing.DRAWN_MODES[:2], atol=1e-4)
     testing.assert_rows(got, n)

@@ -1,6 +1,7 @@
 """Pooling and pooling-gradient ops against the sequential loop, every invariance mix."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -80,7 +81,7 @@ def test_pooling_gradients_in_body(data):
 
     # Not with unknown input shapes: there plain TensorFlow's second derivative of a
     # max pool inside a tf.function is already wrong (zero), loop or no loop.
-    testing.check(data, body, [x, w, u], stacked=stacked, n=n, modes=testing.MODES[:2])
+    testing.check(data, body, [x, w, u], stacked=stacked, n=n, modes=testing.DRAWN_MODES[:2])
 
 
 def rows(rng, n, shape, stacked):
@@ -219,3 +220,23 @@ def test_max_pool_grad_with_argmax_rejects_an_index_outside_its_input(data):
     with pytest.raises(tf.errors.InvalidArgumentError, match="argmax holds an index"):
         run(tf.constant(bad, tf.int64))
     run(tf.constant(size - 1, tf.int64))  # the last valid index passes
+
+
+@pytest.mark.parametrize("spatial", [2, 3])
+def test_max_pool_grad_grad_keeps_an_invariant_gradient(spatial):
+    """Regression: with stride 1 and SAME padding the CPU MaxPoolGradGrad kernel may
+    take over the folded (tiled) gradient's buffer and zero it before reading it."""
+    rng = np.random.default_rng(0)
+    shape = [1] + [2] * spatial + [1]
+    x = tf.constant(rng.standard_normal([3] + shape), tf.float32)
+    u = tf.constant(rng.standard_normal(shape), tf.float32)
+    pool = pool_fn("max", spatial, 1, 1, "SAME")
+    raw = {2: tf.raw_ops.MaxPoolGradGrad, 3: tf.raw_ops.MaxPool3DGradGrad}[spatial]
+    ones = [1] * (spatial + 2)
+
+    def op(xi, ui):
+        return raw(orig_input=xi, orig_output=pool(xi), grad=ui, ksize=ones, strides=ones,
+                   padding="SAME")
+
+    for mode in ("eager", "graph"):
+        testing.check_op(op, [x, u], stacked=[True, False], n=3, mode=mode)

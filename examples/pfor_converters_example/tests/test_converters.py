@@ -36,7 +36,7 @@ def test_this_pack_wins_over_the_first_party_converters():
         tf.raw_ops.Gather(params=x, indices=i)), 4)
     taken = {r.op_type: (r.converter, r.pack) for r in report.rows}
     assert taken["Dawsn"] == ("pfor_converters_example.special.convert_dawsn", PACK), str(report)
-    assert taken["Gather"] == ("convert_gather_invariant_params", PACK), str(report)
+    assert taken["Gather"] == ("pfor_converters_example.gather.convert_gather_invariant_params", PACK), str(report)
     # The math pack's converter is still registered: the backup if this one declines.
     packs = [e.pack for e in pf.default_registry().entries("Dawsn")]
     assert packs[0] == PACK and "pfor-converters-math" in packs[1:], packs

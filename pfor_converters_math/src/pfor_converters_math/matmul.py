@@ -25,7 +25,7 @@ from pfor_core.extend import Decline, Stacked, shapes
 
 # Attr names of the two "transpose this operand" flags, per op type. MatMul transposes;
 # the batch matmuls take the adjoint (which conjugates complex operands).
-_FLAGS = {"MatMul": ("transpose_a", "transpose_b"), "BatchMatMul": ("adj_x", "adj_y"),
+FLAGS = {"MatMul": ("transpose_a", "transpose_b"), "BatchMatMul": ("adj_x", "adj_y"),
           "BatchMatMulV2": ("adj_x", "adj_y"), "BatchMatMulV3": ("adj_x", "adj_y")}
 
 
@@ -62,7 +62,7 @@ def _pad_rank(ctx, tensor):
 def _stacked_times_matrix(ctx, x, y):
     """x stacked ``[n, B..., m, k]`` (flag applied by the op), y an invariant matrix:
     fold every leading axis of x into the rows of one 2-D product."""
-    fx, _ = _FLAGS[ctx.op_type]
+    fx, _ = FLAGS[ctx.op_type]
     if ctx.attr(fx):
         x = _flip(ctx, x)
     d = ctx.dims(x)
@@ -74,7 +74,7 @@ def _stacked_times_matrix(ctx, x, y):
 def _matrix_times_stacked(ctx, x, y):
     """x an invariant matrix, y stacked ``[n, B..., k, p]`` (or ``[..., p, k]`` when
     flagged): fold every leading axis of y into the columns of one 2-D product."""
-    fx, fy = _FLAGS[ctx.op_type]
+    fx, fy = FLAGS[ctx.op_type]
     d = ctx.dims(y)
     rank = len(d)
     if ctx.attr(fy):
@@ -103,7 +103,7 @@ def _iterations_into_rows(ctx, x, y):
     """x stacked, y invariant with batch dims unknown until run time (they might all be
     1: the oneDNN trap). The iteration axis moves next to x's rows and merges with them,
     so the batch matmul broadcasts only the body op's own batch dims."""
-    fx, _ = _FLAGS[ctx.op_type]
+    fx, _ = FLAGS[ctx.op_type]
     if ctx.attr(fx):
         x = _flip(ctx, x)
     rank = max(x.shape.rank - 1, y.shape.rank)  # per-iteration rank of the result

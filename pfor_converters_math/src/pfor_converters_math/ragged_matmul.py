@@ -73,7 +73,7 @@ def convert_matmul(ctx):
     for v, r in ((x, rx), (y, ry)):
         if any(_length(v, d) is not None for d in range(r - 2)):
             return ctx.decline("a batch dimension varies per iteration")
-    fx, fy = matmul._FLAGS[ctx.op_type]  # pylint: disable=protected-access
+    fx, fy = matmul.FLAGS[ctx.op_type]
     tx, ty = ctx.attr(fx), ctx.attr(fy)
     if _packs_rows(ctx, x, y, tx, rx, ry):
         return _packed_rows_product(x, y, ty)

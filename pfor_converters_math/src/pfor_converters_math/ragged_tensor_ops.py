@@ -4,7 +4,7 @@ RaggedTensorToTensor, with per-iteration (stacked or ragged) arguments.
 Each runs once over every iteration's data at once: the iterations' rows are put one
 after the other (one ragged tensor of one more ragged dimension, whose rows are the
 iterations), the op runs on that, and each iteration's piece is cut back out of the
-result. A piece is a run of consecutive rows (``_pieces``): iteration i's rows
+result. A piece is a run of consecutive rows (``pieces``): iteration i's rows
 ``begin[i] .. begin[i] + length[i]`` of a flat tensor, gathered into a padded one (the
 padding gathered from an appended zero row, so it is zero and no gradient crosses it).
 Under XLA the sizes have no static bound: the converters decline.
@@ -19,7 +19,7 @@ from pfor_converters_math.ragged_common import is_ragged, per_iteration_rank, sa
 from pfor_core.extend import Ragged, Stacked
 
 
-def _pieces(flat, begin, length, *, offset=None, uniform=None):
+def pieces(flat, begin, length, *, offset=None, uniform=None):
     """Iteration i's rows ``flat[begin[i]:begin[i] + length[i]]`` (minus ``offset[i]``):
     ``Stacked`` when ``uniform`` (a static int) is every iteration's length, else
     ``Ragged`` along the first per-iteration dimension."""
@@ -78,9 +78,9 @@ def convert_ragged_range(ctx):
     first_row = tf.cumsum(rows, exclusive=True)
     first = tf.gather(splits, first_row)
     count = tf.gather(splits, first_row + rows) - first
-    return [_pieces(splits, first_row, rows + 1, offset=first,
+    return [pieces(splits, first_row, rows + 1, offset=first,
                     uniform=None if static_rows is None else static_rows + 1),
-            _pieces(dense, first, count)]
+            pieces(dense, first, count)]
 
 
 # -- RaggedGather ----------------------------------------------------------------------
@@ -156,9 +156,9 @@ def _gathered(ctx, out_splits, out_values, counts, static):
         first = tf.gather(s, begin)
         if level or counts is not None:
             uniform = static + 1 if level == 0 and static is not None else None
-            outputs.append(_pieces(s, begin, length + 1, offset=first, uniform=uniform))
+            outputs.append(pieces(s, begin, length + 1, offset=first, uniform=uniform))
         begin, length = first, tf.gather(s, begin + length) - first
-    outputs.append(_pieces(out_values, begin, length))
+    outputs.append(pieces(out_values, begin, length))
     return outputs
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_converters_math.ragged_common import is_ragged
-from pfor_converters_math.ragged_tensor_ops import _pieces
+from pfor_converters_math.ragged_tensor_ops import pieces
 from pfor_core.extend import Decline, Stacked
 
 
@@ -101,9 +101,9 @@ def convert_from_variant(ctx):
     for k in range(rank):
         level = splits[k + 1]
         first = tf.gather(level, begin)
-        outs.append(_pieces(level, begin, count + 1, offset=first, uniform=_uniform(ctx, k)))
+        outs.append(pieces(level, begin, count + 1, offset=first, uniform=_uniform(ctx, k)))
         begin, count = first, tf.gather(level, begin + count) - first
-    outs.append(_pieces(values, begin, count,
+    outs.append(pieces(values, begin, count,
                         uniform=_uniform(ctx, rank)))
     return outs
 
@@ -126,7 +126,7 @@ def convert_to_variant_gradient(ctx):
     values.set_shape(tf.TensorShape([None]).concatenate(values_shape[1:]))
     splits = decoded.output_nested_splits[0]
     begin, count = splits[:-1], splits[1:] - splits[:-1]
-    return _pieces(values, begin, count, uniform=_uniform(ctx, 0))
+    return pieces(values, begin, count, uniform=_uniform(ctx, 0))
 
 
 def convert_zeros_like_encodings(ctx):

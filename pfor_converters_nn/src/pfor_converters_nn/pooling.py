@@ -33,22 +33,40 @@ def batch_of(ctx, k: int):
     return shapes.dims(value.tensor)[0]
 
 
-def unless_empty(ctx, run, empty):
-    """``run()`` when there are iterations, ``empty()`` (zeros of the same shapes)
-    when there are none: for kernels that fail on an empty batch."""
-    if ctx.n_static is not None:
-        return run() if ctx.n_static else empty()
-    return tf.cond(ctx.n > 0, run, empty)
+def unless_empty(folded, run, empty):
+    """``run()`` when the folded batch has entries, ``empty()`` (zeros of the same
+    shapes) when it has none (no iterations, or an empty batch in each): for kernels
+    that fail on an empty batch."""
+    rows = folded.shape[0]
+    if rows is not None:
+        return run() if rows else empty()
+    return tf.cond(tf.shape(folded)[0] > 0, run, empty)
 
 
-def fold_batch(batch_inputs: int, empty_like: int | None = None):
+def hold_until(outputs, tensor):
+    """``outputs``, computed while ``tensor`` still has a consumer waiting.
+
+    The CPU MaxPoolGradGrad kernels may write their output into the buffer of the
+    gradient input (same shape: stride 1 with SAME padding) and zero it before reading
+    it, so in a graph where the folded gradient has no other use the result is zeros.
+    The waiting consumer is an Assert that always holds: a stateful op, which Grappler
+    neither prunes nor folds away (an Identity or a reduction it does)."""
+    with tf.control_dependencies(outputs):
+        waiting = tf.raw_ops.Assert(condition=tf.constant(True), data=[tensor], summarize=0)
+    with tf.control_dependencies([waiting]):
+        return [tf.identity(t) for t in outputs]
+
+
+def fold_batch(batch_inputs: int, empty_like: int | None = None, hold: int | None = None):
     """Converter for ops whose first ``batch_inputs`` inputs share the batch axis and
     whose other inputs (window sizes, strides) must be invariant.
 
     ``empty_like=k`` is for kernels that fail on an empty batch (MaxPool3DGradGrad
-    rejects it; the oneDNN MaxPoolGrad kernels abort the process in a graph): with no
-    iterations the result is zeros shaped like folded input ``k`` instead, since the
-    sequential loop would not have run the kernel at all.
+    rejects it; the oneDNN MaxPoolGrad kernels abort the process in a graph): when the
+    folded batch is empty (no iterations, or each iteration's batch is empty) the
+    result is zeros shaped like folded input ``k`` instead, which is what the kernel
+    gives where it runs. ``hold=k`` keeps folded input ``k`` alive until the kernel has
+    run (see ``hold_until``).
     """
 
     def convert_fold_batch(ctx):
@@ -62,8 +80,10 @@ def fold_batch(batch_inputs: int, empty_like: int | None = None):
         if empty_like is None:
             out = ctx.emit(*folded, *rest)
         else:
-            out = unless_empty(ctx, lambda: ctx.emit(*folded, *rest),
-                               lambda: [tf.zeros_like(folded[empty_like])])
+            run = lambda: ctx.emit(*folded, *rest)  # noqa: E731
+            if hold is not None:
+                run = lambda: hold_until(ctx.emit(*folded, *rest), folded[hold])  # noqa: E731
+            out = unless_empty(folded[0], run, lambda: [tf.zeros_like(folded[empty_like])])
         for t in out:
             # Kernels with window sizes as tensors (MaxPoolV2) infer no output rank;
             # every op here keeps its input's rank (and the gradients its shape).
@@ -114,7 +134,7 @@ def convert_max_pool_with_argmax(ctx):
         one = tf.zeros(shapes.shape_tensor([1] + shapes.dims(x)[1:]), x.dtype)
         return [t[:0] for t in ctx.emit(one)]
 
-    out, argmax = unless_empty(ctx, lambda: ctx.emit(x), empty)
+    out, argmax = unless_empty(x, lambda: ctx.emit(x), empty)
     batch = batch_of(ctx, 0)
     out, argmax = (unfold_from_batch(t, ctx.n_dim, batch) for t in (out, argmax))
     offsets = argmax_offsets(ctx, argmax.dtype)
@@ -143,7 +163,7 @@ def convert_max_pool_grad_with_argmax(ctx):
     if offsets is not None:
         argmax = argmax + offsets
     folded = [fold(ctx, 0), fold(ctx, 1), fold_into_batch(argmax, ctx.n)]
-    out = unless_empty(ctx, lambda: ctx.emit(*folded), lambda: [tf.zeros_like(folded[0])])[0]
+    out = unless_empty(folded[0], lambda: ctx.emit(*folded), lambda: [tf.zeros_like(folded[0])])[0]
     out.set_shape(folded[0].shape)
     return Stacked(tensor=unfold_from_batch(out, ctx.n_dim, batch_of(ctx, 0)))
 
@@ -155,10 +175,10 @@ def register(registry):
     registry.add("MaxPoolV2", fold_batch(1), inputs="SUU")
     registry.add(["MaxPoolGrad", "MaxPool3DGrad"], fold_batch(3, empty_like=0),
                  inputs="***")
-    registry.add(["MaxPoolGradGrad", "MaxPool3DGradGrad"], fold_batch(3, empty_like=1),
+    registry.add(["MaxPoolGradGrad", "MaxPool3DGradGrad"], fold_batch(3, empty_like=1, hold=2),
                  inputs="***")
     registry.add("MaxPoolGradV2", fold_batch(3, empty_like=0), inputs="***UU")
-    registry.add("MaxPoolGradGradV2", fold_batch(3, empty_like=1), inputs="***UU")
+    registry.add("MaxPoolGradGradV2", fold_batch(3, empty_like=1, hold=2), inputs="***UU")
     registry.add(["AvgPoolGrad", "AvgPool3DGrad"], convert_avg_pool_grad, inputs="US")
     registry.add("MaxPoolWithArgmax", convert_max_pool_with_argmax, inputs="S")
     registry.add("MaxPoolGradWithArgmax", convert_max_pool_grad_with_argmax, inputs="***")
