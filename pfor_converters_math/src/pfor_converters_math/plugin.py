@@ -9,7 +9,7 @@ MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_op
            "slicing", "offsets", "joining", "sorting", "segments", "checks", "fft", "parsing",
            "ragged_slices", "ragged_range", "ragged_where", "ragged_unique",
            "ragged_bincount", "ragged_segments", "ragged_partition", "ragged_top_k",
-           "ragged_matmul", "ragged_shape",
+           "ragged_shape",
            "ragged_joining", "ragged_fill", "ragged_reshape", "ragged_grad_sums",
            "ragged_unsorted_segments", "ragged_tensor_ops", "ragged_strings",
            "ragged_variants", "sequences", "histogram", "xla_ops", "sparse_segments",
