@@ -1,4 +1,5 @@
-"""Joining and splitting converters: concat, stack, unstack, split.
+"""Joining and splitting ops in every layout: concat, stack, unstack, split (and Pad of
+ragged values).
 
 The iteration axis is a new leading dimension, so joining and splitting keep working on
 stacked tensors with the per-iteration axis shifted by one (negative axes count from
@@ -7,17 +8,34 @@ invariant ones, since every iteration's result holds them; splitting needs an
 invariant split dimension and sizes (otherwise shapes differ between iterations).
 Inputs of unknown rank need nothing else, but their axes are checked at run time
 (``shifted_axis_input``), as the loop's kernel checks them.
+
+Ragged values (pattern letter R): ConcatV2 along a dimension that varies puts each
+iteration's pieces one after the other: the operands' padded tensors are concatenated,
+one zero slot appended, and a per-iteration index picks, for every output position, the
+element of the operand it falls in (the zero slot for the padding), so the padding is
+zero by construction and a gradient reaching it lands in the dropped slot. Along a fixed
+dimension, or for Pack, the dimensions that vary must vary alike in every operand (sizes
+checked at run time; a varying one against a fixed one is declined) and the padded
+tensors are joined.
+
+Pad/PadV2 of a ragged value with invariant paddings pad the padded tensor: a dimension
+that varies gets ``before + L_i + after``; a nonzero constant is written into the
+padding first and the result masked. Paddings that differ per iteration (padding to a
+fixed size, ``[[0, 128 - L_i]]``) move each dimension by a per-iteration gather.
 """
 
 from __future__ import annotations
 
-from pfor_core.extend import Stacked, shapes
+import tensorflow as tf
+
+from pfor_core.extend import Ragged, Stacked, shapes
+from pfor_converters_math.ragged_common import dims, is_ragged, join, result, static_axes
 from pfor_converters_math.shape_ops import axis_checked, shift_axis, shifted_axis_input
 
 
 def convert_concat_v2(ctx):
     *values, axis = ctx.inputs
-    if "R" in ctx.pattern:  # ragged operands: ragged_joining
+    if "R" in ctx.pattern:  # ragged operands: convert_ragged_concat
         return ctx.decline("a ragged operand")
     if axis.is_stacked:
         return ctx.decline("stacked concat axis")
@@ -35,7 +53,7 @@ def convert_concat(ctx):
 
 
 def convert_pack(ctx):
-    if "R" in ctx.pattern:  # ragged operands: ragged_joining
+    if "R" in ctx.pattern:  # ragged operands: convert_ragged_pack
         return ctx.decline("a ragged operand")
     tensors = [ctx.stack(v) for v in ctx.inputs]
     axis = ctx.attr("axis")
@@ -62,6 +80,129 @@ def convert_split_v(ctx):
     return [Stacked(tensor=t) for t in ctx.emit(x.tensor, sizes.tensor, axis_t)]
 
 
+def _join_others(ctx, values, skip, rank):
+    """Dimensions other than ``skip`` that vary in some operand: joined (checked,
+    padded alike). Returns (lengths per dimension, padded/stacked tensors)."""
+    tensors = [v.padded if is_ragged(v) else ctx.stack(v) for v in values]
+    lengths = [None] * rank
+    for d in range(rank):
+        if d == skip:
+            continue
+        if not any(is_ragged(v) and v.lengths[d] is not None for v in values):
+            continue
+        current = [v.with_padded(t) if is_ragged(v) else Stacked(tensor=t)
+                   for v, t in zip(values, tensors)]
+        lengths[d], joined = join(ctx, current, [1 + d] * len(values), f"dimension {d}")
+        for k, t in joined.items():
+            tensors[k] = t
+    return lengths, tensors
+
+
+def convert_ragged_concat(ctx):
+    *values, axis = ctx.inputs
+    if not any(is_ragged(v) for v in values):
+        return ctx.decline("no ragged operand")
+    ranks = {v.rank if is_ragged(v) else v.shape.rank for v in values}
+    if len(ranks) != 1 or None in ranks:
+        return ctx.decline("operands of one known rank expected")
+    rank = ranks.pop()
+    a = int(static_axes(ctx, axis, rank)[0])
+    lengths, tensors = _join_others(ctx, values, a, rank)
+    if not any(is_ragged(v) and v.lengths[a] is not None for v in values):
+        lengths[a] = None
+        return Ragged(padded=tf.concat(tensors, a + 1), lengths=tuple(lengths))
+    # Along a varying dimension: each iteration's pieces one after the other.
+    widths = [dims(ctx, Stacked(tensor=t))[a + 1] for t in tensors]
+    zero = [[0, 0]] * (rank + 1)
+    zero[a + 1] = [0, 1]
+    joined = tf.pad(tf.concat(tensors, a + 1), zero)  # one zero slot at the end
+    total_width = sum(widths) if all(isinstance(w, int) for w in widths) else tf.add_n(
+        [tf.cast(w, tf.int32) for w in widths])
+    positions = tf.range(total_width)[None, :]
+    index = tf.fill(tf.stack([ctx.n, total_width]), tf.cast(total_width, tf.int32))
+    start = tf.zeros([ctx.n], tf.int32)[:, None]
+    offset = 0
+    for v, width in zip(values, widths):
+        extent = v.extents()[a] if is_ragged(v) else tf.fill([ctx.n], tf.cast(width, tf.int32))
+        extent = extent[:, None]
+        inside = (positions >= start) & (positions < start + extent)
+        index = tf.where(inside, positions - start + offset, index)
+        start = start + extent
+        offset = offset + width
+    out = tf.gather(joined, index, axis=a + 1, batch_dims=1)
+    lengths[a] = start[:, 0]
+    return Ragged(padded=out, lengths=tuple(lengths))
+
+
+def convert_ragged_pack(ctx):
+    values = ctx.inputs
+    rank = values[0].rank
+    if any(v.rank != rank for v in values) or any(
+            (x is None) != (y is None) for v in values for x, y in zip(v.lengths, values[0].lengths)):
+        return ctx.decline("operands that vary in different dimensions")
+    lengths, tensors = _join_others(ctx, values, None, rank)
+    a = int(ctx.attr("axis")) % (rank + 1)
+    lengths.insert(a, None)
+    return Ragged(padded=tf.stack(tensors, a + 1), lengths=tuple(lengths))
+
+
+def _paddings(ctx, value, rank):
+    if value.is_stacked:
+        return None
+    static = tf.get_static_value(value.tensor)
+    if static is None or static.shape != (rank, 2):
+        return None
+    return static.astype("int64").tolist()
+
+
+def convert_pad(ctx):
+    x, paddings = ctx.inputs[:2]
+    constant = ctx.inputs[2] if len(ctx.inputs) > 2 else None
+    if constant is not None and constant.is_stacked:
+        return ctx.decline("the padding value differs per iteration")
+    fill = tf.zeros([], x.dtype) if constant is None else tf.cast(constant.tensor, x.dtype)
+    static = _paddings(ctx, paddings, x.rank)
+    if static is None and not paddings.is_stacked:
+        return ctx.decline("paddings known only at run time")
+    if static is not None:
+        if any(p < 0 for pair in static for p in pair):
+            return ctx.decline("negative paddings")
+        filled = x.padded if constant is None else x.masked(fill=fill)
+        out = tf.pad(filled, [[0, 0]] + static, constant_values=fill)
+        lengths = [None if length is None else length + before + after
+                   for length, (before, after) in zip(x.lengths, static)]
+        return result(out, lengths, masked=constant is not None)
+    if ctx.compiled:
+        return ctx.decline("paddings that differ per iteration give a size known only at run time")
+    amounts = tf.cast(paddings.tensor, tf.int32)  # [n, rank, 2]
+    amounts = ctx.check(tf.reduce_all(amounts >= 0), "paddings must be non-negative:",
+                        [amounts], tensor=amounts)
+    out = x.padded
+    extents = x.extents()
+    lengths = []
+    known = ctx.output_shapes[0].as_list()  # sizes the body knows are the same everywhere
+    for d in range(x.rank):
+        before, after = amounts[:, d, 0], amounts[:, d, 1]
+        width = tf.shape(out, out_type=tf.int32)[d + 1]
+        total = before + extents[d] + after
+        new_width = (known[d] if known[d] is not None else
+                     tf.reduce_max(tf.concat([total, [0]], 0)))
+        slot = [[0, 0]] * (x.rank + 1)
+        slot[d + 1] = [0, 1]
+        source = tf.range(new_width)[None, :] - before[:, None]
+        inside = (source >= 0) & (source < extents[d][:, None])
+        index = tf.where(inside, source, width)  # outside: the zero slot
+        out = tf.gather(tf.pad(out, slot), index, axis=d + 1, batch_dims=1)
+        if constant is not None:
+            shape = [-1] + [1] * x.rank
+            shape[d + 1] = new_width
+            out = tf.where(tf.reshape(inside, shape), out, fill)
+        lengths.append(total if known[d] is None else None)
+    if all(length is None for length in lengths):
+        return Stacked(tensor=out)
+    return result(out, lengths)
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add("ConcatV2", convert_concat_v2)
@@ -70,3 +211,9 @@ def register(registry):
     registry.add("Unpack", convert_unpack, inputs="S")
     registry.add("Split", convert_split, inputs="US")
     registry.add("SplitV", convert_split_v, inputs="SUU")
+    # Any number of operands, ragged or not, then the axis ("?": any layout); declines
+    # inputs without a ragged operand (the stacked converter takes those).
+    registry.add("ConcatV2", convert_ragged_concat, inputs="?...")
+    registry.add("Pack", convert_ragged_pack, inputs="R...")
+    registry.add("Pad", convert_pad, inputs="R*")
+    registry.add("PadV2", convert_pad, inputs="R*U")

@@ -10,7 +10,7 @@ MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_op
            "ragged_slices", "ragged_range", "ragged_where", "ragged_unique",
            "ragged_bincount", "ragged_segments", "ragged_partition", "ragged_top_k",
            "ragged_shape",
-           "ragged_joining", "ragged_fill", "ragged_reshape", "ragged_grad_sums",
+           "ragged_fill", "ragged_reshape", "ragged_grad_sums",
            "ragged_unsorted_segments", "ragged_tensor_ops", "ragged_strings",
            "ragged_variants", "sequences", "histogram", "xla_ops", "sparse_segments",
            "strings", "allocation", "sparse_to_dense", "products", "stitches")
