@@ -1,4 +1,5 @@
-"""Segment reductions and scatters: one op for all iterations, by offsetting indices.
+"""Segment reductions and scatters in every layout: one op for all iterations, by
+offsetting indices.
 
 - Segment reductions: iteration j's segment s becomes segment ``j*S + s`` of one big
   reduction over the flattened ``[n*d0, ...]`` data, with S segments per iteration.
@@ -12,13 +13,33 @@
 - Scatters (ScatterNd, TensorScatter*): each index tuple gets the iteration number
   prepended, and the output / tensor gets the iteration axis; stacked indices cost
   nothing extra, invariant ones are tiled (they are small).
+
+Sorted segment reductions with per-iteration ids: each iteration has ``max(ids) + 1``
+segments, so the result is ragged along its first dimension. One sorted segment op over
+all iterations' elements: iteration j's segment s becomes segment ``j * W + s`` (``W``
+the largest number of segments), which keeps the ids sorted, so empty segments come out
+as the kernel makes them (0, and 1 for a product); the result is padded to ``n * W``
+segments and split per iteration. Ragged data and ids (``segment_sum(x[:k], ids[:k])``)
+give up their padding first. A negative id fails here as in the kernel, whose own check
+finds unsorted ids (they stay unsorted).
+
+``UnsortedSegmentSum`` (and Max, Min, Prod) of ragged data by ragged ids (the gradient of
+a gather by per-iteration indices, ``tf.boolean_mask``'s for one): each iteration's ids
+are moved to its own block of ``num_segments`` segments; the padding goes to one extra
+segment that is dropped. Ids outside ``[0, num_segments)`` fail as the loop's kernel
+does. With per-iteration ``num_segments`` the result is ragged along its first dimension
+(blocks as wide as the largest). Ragged data by ids of one shape in every iteration: the
+loop's kernel needs the data's leading dimensions to be the ids' shape, so they are one
+shape in every iteration (checked when it runs) and the stacked converter takes them.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, shapes
+from pfor_core.extend import Decline, Ragged, Stacked, shapes
+
+from pfor_converters_math.ragged_common import pad_axis
 
 
 def _iterations(ctx, rank: int, dtype) -> tf.Tensor:
@@ -115,6 +136,129 @@ def convert_tensor_scatter(ctx):
     return Stacked(tensor=out)
 
 
+def _elements(ctx, data, ids):
+    """Every iteration's elements (rows of data) one after the other, their ids, each
+    one's iteration, and a validity condition; ids of an iteration with no element
+    count as none."""
+    if isinstance(ids, Ragged):
+        if data.ragged_axes != (0,):
+            return None
+        mask = ids.mask()  # [n, D]
+        same = tf.reduce_all(tf.equal(ids.lengths[0], data.lengths[0]))
+        width = tf.minimum(tf.shape(ids.padded)[1], tf.shape(data.padded)[1])
+        mask, padded_ids = mask[:, :width], ids.padded[:, :width]
+        rows = tf.boolean_mask(data.padded[:, :width], mask)
+        flat_ids = tf.boolean_mask(padded_ids, mask)
+        owner = tf.cast(tf.where(mask)[:, 0], flat_ids.dtype)
+        per_iteration = tf.where(mask, padded_ids, tf.constant(-1, padded_ids.dtype))
+        return rows, flat_ids, owner, per_iteration, same
+    tensor = ctx.stack(data)
+    rows = shapes.merge_leading(tensor, n=ctx.n)
+    d = ctx.dims(ids.tensor)
+    owner = tf.repeat(tf.range(tf.cast(ctx.n, ids.dtype)), tf.fill([ctx.n], d[1]))
+    return rows, tf.reshape(ids.tensor, [-1]), owner, ids.tensor, True
+
+
+def convert_segment_ragged(ctx):
+    """SegmentSum/Mean/Max/Min/Prod with stacked ids (data stacked or invariant), or
+    ragged ids and data."""
+    if ctx.compiled:
+        return ctx.decline("the number of segments has no static bound under XLA")
+    data, ids = ctx.inputs
+    if data.shape.rank is None or ids.shape.rank != 1:
+        return ctx.decline("needs a known data rank and vector ids")
+    found = _elements(ctx, data, ids)
+    if found is None:
+        return ctx.decline("data ragged in another dimension than the first")
+    rows, flat_ids, owner, per_iteration, same = found
+    dtype = flat_ids.dtype
+    lengths = tf.maximum(tf.reduce_max(per_iteration, axis=1) + 1, 0)  # [n]
+    width = tf.maximum(tf.reduce_max(lengths), 0)
+    out = ctx.emit(rows, flat_ids + owner * width)[0]
+    # The op stops after the last iteration's last segment: pad to n * W segments.
+    total = tf.cast(ctx.n, dtype) * width
+    missing = tf.cast(total, tf.int32) - tf.shape(out)[0]
+    out = tf.pad(out, tf.concat([[[0, missing]], tf.zeros([out.shape.rank - 1, 2],
+                                                           tf.int32)], 0))
+    inner = tf.shape(out)[1:]
+    out = tf.reshape(out, tf.concat([[ctx.n, tf.cast(width, tf.int32)], inner], 0))
+    valid = tf.logical_and(same, tf.reduce_all(flat_ids >= 0))
+    out = ctx.check(valid, "segment ids must be non-negative and as many as data's "
+                    "first dimension (as the kernel)", tensor=out)
+    return Ragged.from_stacked(out, [tf.cast(lengths, tf.int32)] + [None] * (data.shape.rank - 1))
+
+
+def convert_unsorted_segment_ragged(ctx):
+    """Ids of any rank (a nested pfor's body sums by ids ``[n_inner, W]``): data and
+    ids lined up on their first ``ids.rank`` dimensions, which must agree."""
+    data, ids, count = ctx.inputs
+    if not isinstance(ids, Ragged):
+        raise Decline("ids are not ragged")
+    rank = ids.rank
+    if isinstance(data, Ragged):
+        if any(d >= rank for d in data.ragged_axes):
+            raise Decline("data ragged beyond the ids' dimensions")
+        values = data.padded
+    else:
+        try:
+            values = data.tensor
+        except Exception as err:  # pylint: disable=broad-except
+            raise Decline(str(err)) from err
+    if values.shape.rank is None or values.shape.rank < rank + 1:
+        raise Decline("data of unknown rank, or of a rank below the ids'")
+    per_iteration = count.is_stacked
+    counts = tf.cast(ctx.stack(count), tf.int32) if per_iteration else None
+    width = (tf.maximum(tf.reduce_max(counts), 0) if per_iteration
+             else tf.cast(count.tensor, tf.int32))
+    if ctx.compiled and per_iteration:
+        raise Decline("per-iteration num_segments has no static bound under XLA")
+    segment = tf.cast(ids.padded, tf.int32)
+    if rank > 1:
+        values, segment = _lined_up(ctx, data, values, ids, segment)
+    n = tf.shape(segment, out_type=tf.int32)[0]
+    inside = tf.broadcast_to(Ragged(padded=segment, lengths=ids.lengths).mask(),
+                             tf.shape(segment))
+    limit = tf.reshape(counts, [-1] + [1] * rank) if per_iteration else width
+    valid = tf.reduce_all(tf.where(inside, (segment >= 0) & (segment < limit), True))
+    segment = ctx.check(valid, "segment ids must be in [0, num_segments)", tensor=segment)
+    blocks = tf.reshape(tf.range(n), [-1] + [1] * rank) * width + segment
+    blocks = tf.where(inside, blocks, n * width)  # the padding's extra segment
+    trailing = tf.shape(values, out_type=tf.int32)[1 + rank:]
+    flat = tf.reshape(values, tf.concat([[-1], trailing], 0))
+    (out,) = ctx.emit(flat, tf.cast(tf.reshape(blocks, [-1]), ids.dtype),
+                      tf.cast(n * width + 1, ctx.op.inputs[2].dtype))
+    out = tf.reshape(out[:n * width], tf.concat([[n, width], trailing], 0))
+    if not per_iteration:
+        return Stacked(tensor=out)
+    lengths = (counts,) + (None,) * (len(values.shape) - 1 - rank)
+    return Ragged.from_stacked(out, lengths)
+
+
+def _lined_up(ctx, data, values, ids, segment):
+    """Data and ids padded alike along the ids' dimensions, whose sizes must agree
+    per iteration (the loop's kernel needs ``data.shape[:ids.rank] == ids.shape``)."""
+    extents = (data.extents() if isinstance(data, Ragged) else
+               [tf.fill(tf.shape(values)[:1], tf.shape(values, out_type=tf.int32)[1 + d])
+                for d in range(values.shape.rank - 1)])
+    agree = tf.reduce_all([tf.reduce_all(tf.equal(a, b))
+                           for a, b in zip(extents, ids.extents())])
+    values = ctx.check(agree, "data.shape[:ids.rank] must equal ids.shape", tensor=values)
+    for d in range(ids.rank):
+        wide = tf.maximum(tf.shape(values, out_type=tf.int32)[1 + d],
+                          tf.shape(segment, out_type=tf.int32)[1 + d])
+        values, segment = pad_axis(values, 1 + d, wide), pad_axis(segment, 1 + d, wide)
+    return values, segment
+
+
+def convert_unsorted_segment_of_uniform_data(ctx):
+    """Ragged data, ids of one shape: the data are of one shape too (checked)."""
+    data, ids, count = ctx.inputs
+    data = data.uniform(f"pfor: {ctx.op_type} (op {ctx.op.name}): data whose shape differs "
+                        "between iterations meet segment ids of one shape (the loop's "
+                        "kernel needs data.shape[:ids.rank] == ids.shape)")
+    return convert_unsorted_segment(ctx.with_inputs([data, ids, count]))
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add(["SegmentSum", "SegmentMean", "SegmentMax", "SegmentMin", "SegmentProd"],
@@ -125,3 +269,12 @@ def register(registry):
     registry.add(["TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub",
                   "TensorScatterMax", "TensorScatterMin", "ScatterNdNonAliasingAdd"],
                  convert_tensor_scatter, inputs="***")
+    # Sorted segments by per-iteration ids (above: invariant ids, a fixed segment count).
+    for pattern in ("*S", "RR"):
+        registry.add(["SegmentSum", "SegmentMean", "SegmentMax", "SegmentMin", "SegmentProd"],
+                     convert_segment_ragged, inputs=pattern)
+    for op_type in ("UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin",
+                    "UnsortedSegmentProd"):
+        registry.add(op_type, convert_unsorted_segment_ragged, inputs="RR*")
+        registry.add(op_type, convert_unsorted_segment_ragged, inputs="SR*")
+        registry.add(op_type, convert_unsorted_segment_of_uniform_data, inputs="R*U")
