@@ -1,5 +1,8 @@
 """Property tests for sorting and searching: TopKV2 (tf.sort / tf.argsort / tf.math.top_k),
-NthElement, LowerBound / UpperBound (tf.searchsorted)."""
+NthElement, LowerBound / UpperBound (tf.searchsorted).
+
+tf.math.top_k with a per-iteration k against the loop, with no fallback: k = 0, ties,
+invariant inputs, with gradients; a bad k fails like the loop."""
 
 import numpy as np
 import tensorflow as tf
@@ -114,3 +117,68 @@ def test_searchsorted(data):
     loop_fn = testing.loop_fn_for(lambda s, v: tf.searchsorted(s, v, side=side),
                                   [sorted_seq, vals], stacked)
     assert_converted(loop_fn, n, {"LowerBound", "UpperBound"})
+
+
+MAX_N, WIDTH = 4, 5
+
+
+def check(body, n):
+    """pfor eagerly, in a tf.function of run-time iters, and in chunks of 2 equals the
+    loop (ragged results row by row); nothing falls back."""
+    testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
+    testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+
+
+def check_gradient(body, source, n):
+    """The gradient of a sum of sines of the (ragged) results equals the loop's."""
+    def loss(outs):
+        outs = [o.flat_values if isinstance(o, tf.RaggedTensor) else o
+                for o in tf.nest.flatten(outs) if o.dtype.is_floating]
+        return tf.add_n([tf.reduce_sum(tf.sin(o)) for o in outs])
+
+    with tf.GradientTape() as tape:
+        tape.watch(source)
+        got = tape.gradient(loss(pf.pfor(body, n, fallback="error", ragged_outputs=True)),
+                            source)
+    with tf.GradientTape() as tape:
+        tape.watch(source)
+        want = tape.gradient(tf.add_n([loss(body(tf.constant(i))) for i in range(n)]),
+                             source)
+    np.testing.assert_allclose(tf.convert_to_tensor(got).numpy(),
+                               tf.convert_to_tensor(want).numpy(), rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(0, MAX_N), matrix=st.booleans(), stacked=st.booleans(),
+       ties=st.booleans(), dtype=st.sampled_from([tf.float32, tf.int32]),
+       seed=st.integers(0, 2**16))
+def test_top_k_with_a_per_iteration_k(n, matrix, stacked, ties, dtype, seed):
+    rng = np.random.default_rng(seed)
+    shape = [MAX_N, 2, WIDTH] if matrix else [MAX_N, WIDTH]
+    values = rng.integers(0, 3, size=shape) if ties else rng.normal(size=shape) * 10
+    xs = tf.constant(values, dtype)
+    ks = tf.constant(rng.integers(0, WIDTH + 1, size=MAX_N), tf.int32)
+
+    def body(i):
+        return tuple(tf.math.top_k(xs[i] if stacked else xs[0], k=ks[i]))
+
+    check(body, n)
+    if n and dtype == tf.float32:
+        check_gradient(body, xs, n)
+
+
+def test_top_k_of_k_out_of_range_fails_like_the_loop():
+    xs = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    ks = tf.constant([1, 3])
+    testing.assert_fails_like_loop(lambda i: tf.math.top_k(xs[i], k=ks[i]).values, 2)
+
+
+def test_top_k_with_a_per_iteration_k_compiles_with_the_static_width():
+    xs = tf.constant([[3.0, 1.0, 2.0, 5.0], [1.0, 1.0, 1.0, 0.0], [0.0, 9.0, 8.0, 7.0]])
+    ks = tf.constant([2, 0, 4])
+
+    def body(i):
+        return tf.reduce_sum(tf.math.top_k(xs[i], k=ks[i]).values)
+
+    got = tf.function(lambda: pf.pfor(body, 3, fallback="error"), jit_compile=True)()
+    testing.assert_allclose(got, testing.sequential(body, 3))

@@ -1,19 +1,25 @@
-"""Sorting and searching: TopKV2 (what tf.sort / tf.argsort emit) and its first version
-TopK (k an attr), NthElement, LowerBound / UpperBound (what tf.searchsorted emits).
+"""Sorting and searching in every layout: TopKV2 (what tf.sort / tf.argsort emit) and its
+first version TopK (k an attr), NthElement, LowerBound / UpperBound (tf.searchsorted).
 
 TopKV2, TopK and NthElement work on the last axis, so a stacked input is converted as it
 is (k / n must be invariant). TopK, which TensorFlow no longer builds (a graph imported
-from an old GraphDef may hold it), becomes TopKV2 with its k. The bound searches take rank-2 ``[batch, m]`` operands with
-equal batch sizes: the iteration axis merges into the batch; invariant sorted rows
-against stacked values put the iterations' values side by side as extra columns
-instead of tiling the sorted rows.
+from an old GraphDef may hold it), becomes TopKV2 with its k. The bound searches take
+rank-2 ``[batch, m]`` operands with equal batch sizes: the iteration axis merges into
+the batch; invariant sorted rows against stacked values put the iterations' values side
+by side as extra columns instead of tiling the sorted rows.
+
+``tf.math.top_k`` with a per-iteration ``k``: values and indices ragged along their last
+dimension. One TopKV2 with the largest ``k`` (``W``): its first ``k_j`` columns are
+iteration j's top ``k_j``, ties included (the kernel keeps the lower index first whatever
+``k``); the rest is masked. Under XLA ``W`` is the input's static last dimension, which
+bounds every valid ``k``.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Stacked, shapes
+from pfor_core.extend import ConversionError, Decline, Ragged, Stacked, shapes
 
 
 def convert_last_axis(ctx):
@@ -63,9 +69,42 @@ def _bound_invariant_sorted(ctx, sorted_rows, values):
     return tf.transpose(shapes.reshape(out, [d[1], d[0], d[2]]), [1, 0, 2])
 
 
+def convert_top_k_ragged(ctx):
+    """TopKV2 with a stacked k (input stacked or invariant)."""
+    x, k = ctx.inputs
+    if not ctx.attr("sorted"):
+        return ctx.decline("sorted=False (the order of the top k then depends on k)")
+    if x.shape.rank is None or x.shape.rank < 1:
+        return ctx.decline("needs an input of known rank >= 1")
+    ks = tf.cast(k.tensor, tf.int32)
+    columns = x.shape[-1]
+    if ctx.compiled:
+        if columns is None:
+            raise ConversionError(
+                f"pfor: {ctx.op_type} '{ctx.op.name}' has a per-iteration k and an input "
+                "whose last dimension is known only at run time, which XLA cannot pad "
+                "to a size known at compile time; give the input a static shape.")
+        width = columns
+    else:
+        width = tf.maximum(tf.reduce_max(ks), 0)
+    last = tf.shape(x.tensor)[-1]
+    valid = tf.reduce_all((ks >= 0) & (ks <= last))
+    # Clipped, so the op itself never fails: the check below fails where the loop would.
+    width = tf.minimum(tf.convert_to_tensor(width, tf.int32), last)
+    values, indices = ctx.emit(x.tensor, tf.cast(width, k.dtype))
+    message = "k must be in [0, the input's last dimension] (as the kernel)"
+    values = ctx.check(valid, message, tensor=values)
+    indices = ctx.check(valid, message, tensor=indices)
+    lengths = [None] * (x.shape.rank - 1) + [ks]
+    if not x.is_stacked:
+        values, indices = ctx.stack(values), ctx.stack(indices)
+    return [Ragged.from_stacked(values, lengths), Ragged.from_stacked(indices, lengths)]
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add(["TopKV2", "NthElement"], convert_last_axis, inputs="SU")
     registry.add("TopK", convert_top_k_v1, inputs="S")
     registry.add(["LowerBound", "UpperBound"], convert_bound, inputs="S*")
     registry.add(["LowerBound", "UpperBound"], convert_bound_invariant_sorted, inputs="US")
+    registry.add("TopKV2", convert_top_k_ragged, inputs="*S")  # a per-iteration k

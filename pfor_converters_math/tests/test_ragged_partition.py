@@ -1,8 +1,7 @@
-"""tf.dynamic_partition with per-iteration partitions (ragged_partition.py) and
-tf.math.top_k with a per-iteration k (ragged_top_k.py) against the loop, with no
-fallback: partitions that are empty in some iterations, matrices of partitions, ragged
-data, k = 0, ties, invariant inputs, with gradients; bad partitions and k fail like the
-loop."""
+"""tf.dynamic_partition with per-iteration partitions (ragged_partition.py) against the
+loop, with no fallback: partitions that are empty in some iterations, matrices of
+partitions, ragged data, invariant inputs, with gradients (also feeding a top_k with a
+per-iteration k); bad partitions fail like the loop."""
 
 import numpy as np
 import tensorflow as tf
@@ -65,42 +64,6 @@ def test_partitions_out_of_range_fail_like_the_loop():
     xs = tf.constant([[1.0, 2.0], [3.0, 4.0]])
     parts = tf.constant([[0, 1], [2, 0]])
     testing.assert_fails_like_loop(lambda i: tf.dynamic_partition(xs[i], parts[i], 2), 2)
-
-
-@settings(max_examples=10, deadline=None)
-@given(n=st.integers(0, MAX_N), matrix=st.booleans(), stacked=st.booleans(),
-       ties=st.booleans(), dtype=st.sampled_from([tf.float32, tf.int32]),
-       seed=st.integers(0, 2**16))
-def test_top_k_with_a_per_iteration_k(n, matrix, stacked, ties, dtype, seed):
-    rng = np.random.default_rng(seed)
-    shape = [MAX_N, 2, WIDTH] if matrix else [MAX_N, WIDTH]
-    values = rng.integers(0, 3, size=shape) if ties else rng.normal(size=shape) * 10
-    xs = tf.constant(values, dtype)
-    ks = tf.constant(rng.integers(0, WIDTH + 1, size=MAX_N), tf.int32)
-
-    def body(i):
-        return tuple(tf.math.top_k(xs[i] if stacked else xs[0], k=ks[i]))
-
-    check(body, n)
-    if n and dtype == tf.float32:
-        check_gradient(body, xs, n)
-
-
-def test_top_k_of_k_out_of_range_fails_like_the_loop():
-    xs = tf.constant([[1.0, 2.0], [3.0, 4.0]])
-    ks = tf.constant([1, 3])
-    testing.assert_fails_like_loop(lambda i: tf.math.top_k(xs[i], k=ks[i]).values, 2)
-
-
-def test_top_k_with_a_per_iteration_k_compiles_with_the_static_width():
-    xs = tf.constant([[3.0, 1.0, 2.0, 5.0], [1.0, 1.0, 1.0, 0.0], [0.0, 9.0, 8.0, 7.0]])
-    ks = tf.constant([2, 0, 4])
-
-    def body(i):
-        return tf.reduce_sum(tf.math.top_k(xs[i], k=ks[i]).values)
-
-    got = tf.function(lambda: pf.pfor(body, 3, fallback="error"), jit_compile=True)()
-    testing.assert_allclose(got, testing.sequential(body, 3))
 
 
 def test_partitions_and_top_k_feed_fixed_size_results():
