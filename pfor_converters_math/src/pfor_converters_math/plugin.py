@@ -9,8 +9,8 @@ MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_op
            "offsets", "joining", "sorting", "segments", "checks", "fft", "parsing", "ragged_slices",
            "ragged_range", "ragged_where", "ragged_unique", "ragged_bincount", "ragged_partition",
            "ragged_shape", "ragged_fill", "ragged_reshape", "ragged_grad_sums", "ragged_tensor_ops",
-           "ragged_strings", "ragged_variants", "sequences", "histogram", "xla_ops",
-           "sparse_segments", "strings", "allocation", "sparse_to_dense", "products", "stitches")
+           "ragged_variants", "sequences", "histogram", "xla_ops", "sparse_segments", "strings",
+           "allocation", "sparse_to_dense", "products", "stitches")
 
 
 @hookimpl
