@@ -1,6 +1,6 @@
 """tf.sequence_mask without maxlen (its width is each iteration's largest length, so it
 differs per iteration) against the loop, with no fallback: Range with a per-iteration
-limit (ragged_range.py) compared by the ragged consumers; lengths of rank 1 and 2, all
+limit (range.py) compared by the ragged consumers; lengths of rank 1 and 2, all
 zero, and the mask used in a fixed-size result."""
 
 import numpy as np

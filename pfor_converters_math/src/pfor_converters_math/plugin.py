@@ -7,10 +7,10 @@ from pfor_core.extend import hookimpl, op_types_of
 # One module per op family; each has ``register(registry)``.
 MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_ops", "slicing",
            "offsets", "joining", "sorting", "segments", "checks", "fft", "parsing", "ragged_slices",
-           "ragged_range", "ragged_where", "ragged_unique", "ragged_bincount", "ragged_partition",
-           "ragged_shape", "ragged_fill", "ragged_reshape", "ragged_grad_sums", "ragged_tensor_ops",
-           "ragged_variants", "sequences", "histogram", "xla_ops", "sparse_segments", "strings",
-           "allocation", "sparse_to_dense", "products", "stitches")
+           "range", "masks", "unique", "counting", "partition", "ragged_shape", "ragged_fill",
+           "ragged_reshape", "ragged_grad_sums", "ragged_tensor_ops", "ragged_variants",
+           "sequences", "xla_ops", "sparse_segments", "strings", "allocation", "sparse_to_dense",
+           "products", "stitches")
 
 
 @hookimpl

@@ -1,6 +1,6 @@
-"""``tf.dynamic_partition`` with per-iteration partitions: each of the
-``num_partitions`` outputs holds a different number of elements per iteration, so each
-is ragged along its first dimension.
+"""DynamicPartition (``tf.dynamic_partition``) with per-iteration partitions: each of
+the ``num_partitions`` outputs holds a different number of elements per iteration, so
+each is ragged along its first dimension.
 
 One stable sort of every iteration's partition numbers puts its elements partition by
 partition, each in its original order; partition k of iteration j is then the slice

@@ -1,5 +1,5 @@
-"""``tf.range`` with per-iteration bounds: a ragged value (each iteration's length is
-``ceil((limit - start) / delta)``, at least 0).
+"""Range (``tf.range``) with per-iteration bounds: a ragged value (each iteration's
+length is ``ceil((limit - start) / delta)``, at least 0).
 
 The padded rows are ``start + k * delta`` for ``k < W`` (``W`` the largest length),
 masked past each iteration's length. Under XLA no static bound on the lengths exists:

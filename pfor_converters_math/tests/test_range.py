@@ -1,4 +1,4 @@
-"""tf.range with per-iteration bounds (ragged_range.py) against the loop, with no
+"""tf.range with per-iteration bounds (range.py) against the loop, with no
 fallback: lengths that differ and include 0, every argument stacked or not, negative
 steps, floats, and the loop's error for a step of the wrong sign."""
 

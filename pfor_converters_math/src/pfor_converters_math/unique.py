@@ -1,6 +1,6 @@
-"""``tf.unique`` and ``tf.unique_with_counts`` of a per-iteration vector: the unique
-values (and their counts) are ragged along their one dimension, the indices have the
-input's layout.
+"""Unique ops (``tf.unique``, ``tf.unique_with_counts``) of a per-iteration vector: the
+unique values (and their counts) are ragged along their one dimension, the indices have
+the input's layout.
 
 One hash-based pass over every iteration's elements at once, O(total elements), for
 every dtype Unique takes (strings too): a first Unique of all elements gives each a

@@ -1,6 +1,6 @@
-"""One-argument ``tf.where`` (the coordinates of the true elements: ``[count_j, rank]``,
-ragged in its first dimension) and GatherV2 by ragged indices: together what
-``tf.boolean_mask`` becomes.
+"""Boolean masks: one-argument ``tf.where`` (the coordinates of the true elements:
+``[count_j, rank]``, ragged in its first dimension) and GatherV2 by ragged indices:
+together what ``tf.boolean_mask`` becomes.
 
 Where runs once on the whole stacked mask: its coordinates come sorted by iteration,
 so an element's slot in its iteration's row is its position minus the number of true

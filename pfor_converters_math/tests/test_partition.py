@@ -1,4 +1,4 @@
-"""tf.dynamic_partition with per-iteration partitions (ragged_partition.py) against the
+"""tf.dynamic_partition with per-iteration partitions (partition.py) against the
 loop, with no fallback: partitions that are empty in some iterations, matrices of
 partitions, ragged data, invariant inputs, with gradients (also feeding a top_k with a
 per-iteration k); bad partitions fail like the loop."""

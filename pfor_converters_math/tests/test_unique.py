@@ -1,4 +1,4 @@
-"""tf.unique / tf.unique_with_counts of a per-iteration vector (ragged_unique.py) against
+"""tf.unique / tf.unique_with_counts of a per-iteration vector (unique.py) against
 the loop, with no fallback: stacked and ragged inputs, rows with no element and rows of
 one repeated value, every op variant, numbers and strings, -0.0 beside 0.0."""
 

@@ -1,4 +1,4 @@
-"""One-argument tf.where and GatherV2 by ragged indices (ragged_where.py) against the
+"""One-argument tf.where and GatherV2 by ragged indices (masks.py) against the
 loop, with no fallback: masks of rank 1 and 2, stacked and ragged, rows with no true
 element; gathers of stacked and invariant params, with gradients; tf.boolean_mask
 (with the ragged consumers' Squeeze)."""
