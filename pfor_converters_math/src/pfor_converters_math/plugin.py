@@ -5,12 +5,11 @@ import importlib
 from pfor_core.extend import hookimpl, op_types_of
 
 # One module per op family; each has ``register(registry)``.
-MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_ops", "slicing",
-           "offsets", "joining", "sorting", "segments", "checks", "fft", "parsing", "ragged_slices",
-           "range", "masks", "unique", "counting", "partition", "ragged_shape", "ragged_fill",
-           "ragged_reshape", "ragged_grad_sums", "ragged_tensor_ops", "ragged_variants",
-           "sequences", "xla_ops", "sparse_segments", "strings", "allocation", "sparse_to_dense",
-           "products", "stitches")
+MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_ops", "reshape",
+           "fill", "slicing", "offsets", "joining", "sorting", "segments", "checks", "fft",
+           "parsing", "ragged_slices", "range", "masks", "unique", "counting", "partition",
+           "ragged_grad_sums", "ragged_tensor_ops", "ragged_variants", "sequences", "xla_ops",
+           "sparse_segments", "strings", "allocation", "sparse_to_dense", "products", "stitches")
 
 
 @hookimpl

@@ -1,20 +1,134 @@
-"""Ops whose output shape is a per-iteration tensor: ``Fill``, ``BroadcastTo`` and
-``Tile`` with stacked dims, shape or multiples make ragged values.
+"""Ops that make values of a given shape, in every layout: Fill, BroadcastTo, Tile and
+OneHot.
 
-These turn up in gradients: the gradient of a reduction over a ragged value tiles or
-broadcasts the upstream gradient to the value's (per-iteration) shape. Each output is
-built at the largest size along every dimension and masked past each iteration's
-size; a dimension the body knows statically stays uniform, and an output with no
-varying dimension is stacked. The converters for shapes proven the same in every
-iteration (shape_ops.py) go first; under XLA the widths have no static bound, and these
-decline to the fallback.
+The iteration axis is a new leading dimension: a target shape gets ``n`` in front,
+multiples a leading 1, OneHot's axis is shifted by one. A per-iteration target shape
+that is stacked is declined unless the body's static output shape proves it is the
+same in every iteration.
+
+Ragged values: Fill, BroadcastTo and Tile with stacked dims, shape or multiples make
+ragged values. These turn up in gradients: the gradient of a reduction over a ragged
+value tiles or broadcasts the upstream gradient to the value's (per-iteration) shape.
+Each output is built at the largest size along every dimension and masked past each
+iteration's size; a dimension the body knows statically stays uniform, and an output
+with no varying dimension is stacked. The converters for shapes proven the same in
+every iteration go first; under XLA the widths have no static bound, and these decline
+to the fallback.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Ragged, Stacked, shapes
+from pfor_core.extend import Decline, Invariant, Ragged, Stacked, shapes
+from pfor_converters_math.shape_ops import (leading, prepend, proven_shape, shift_axis,
+                                            static_value, with_leading)
+
+
+# -- making values of a given shape -----------------------------------------------------
+def _target(ctx, shape_value):
+    """The per-iteration target shape: proven static, or the invariant input; None if
+    it may differ between iterations."""
+    proven = proven_shape(ctx)
+    if proven is not None:
+        return proven
+    if shape_value.is_stacked:
+        return None
+    static = static_value(shape_value)
+    return [int(d) for d in static] if static is not None else shape_value.tensor
+
+
+def _rank_of(target):
+    if isinstance(target, list):
+        return len(target)
+    return target.shape[0] if target.shape.rank == 1 else None
+
+
+def _proven_target(ctx, shape_value):
+    target = _target(ctx, shape_value)
+    if target is None:
+        raise Decline("per-iteration dims are stacked")
+    return target
+
+
+def convert_fill_invariant_value(ctx):
+    """Stacked dims proven the same everywhere, invariant value: one invariant fill."""
+    dims, value = ctx.inputs
+    return Invariant(tensor=tf.fill(_proven_target(ctx, dims), value.tensor))
+
+
+def convert_fill(ctx):
+    """A stacked value: each iteration's scalar broadcast to the target shape."""
+    dims, value = ctx.inputs
+    target = _proven_target(ctx, dims)
+    n = leading(ctx, value.tensor)
+    rank = _rank_of(target)
+    ones = [1] * rank if rank is not None else tf.ones_like(target)
+    rows = tf.reshape(value.tensor, with_leading(n, ones))
+    return Stacked(tensor=tf.broadcast_to(rows, with_leading(n, target)))
+
+
+def convert_broadcast_to_invariant_value(ctx):
+    """Stacked shape proven the same everywhere, invariant value: one broadcast."""
+    x, shape = ctx.inputs
+    return Invariant(tensor=tf.broadcast_to(x.tensor, _proven_target(ctx, shape)))
+
+
+def convert_broadcast_to(ctx):
+    """A stacked value, aligned with the target from the right (size-1 axes after the
+    iteration axis), then broadcast to ``[n] + target``."""
+    x, shape = ctx.inputs
+    target = _proven_target(ctx, shape)
+    # Align x with the target from the right: size-1 axes after the stacked one (added
+    # at run time where a rank is not static).
+    rank = _rank_of(target)
+    rows = shapes.insert_axes(x.tensor, rank if rank is not None else tf.size(target), ctx.n)
+    return Stacked(tensor=tf.broadcast_to(rows, with_leading(leading(ctx, x.tensor), target)))
+
+
+def convert_tile(ctx):
+    """Invariant multiples: a multiple of 1 for the iteration axis in front."""
+    x, multiples = ctx.inputs
+    return ctx.emit_stacked(x.tensor, prepend(multiples, 1))
+
+
+def convert_tile_stacked_multiples(ctx):
+    """Stacked multiples are the same in every iteration when both shapes are static
+    (an empty input axis stays empty whatever its multiple)."""
+    x, _ = ctx.inputs
+    out, shape = proven_shape(ctx), x.shape
+    if out is None or not shape.is_fully_defined():
+        raise Decline("stacked multiples without static input and output shapes")
+    static = [o // d if d else 1 for o, d in zip(out, shape.as_list())]
+    if not x.is_stacked:
+        return Invariant(tensor=tf.tile(x.tensor, static))
+    return Stacked(tensor=tf.tile(x.tensor, [1] + static))
+
+
+def _one_hot_axis(ctx):
+    axis = ctx.attr("axis")
+    return shift_axis(axis) if ctx.inputs[0].is_stacked else axis
+
+
+def convert_one_hot(ctx):
+    """Stacked indices, invariant on/off values: one OneHot with the axis shifted."""
+    indices, depth, on, off = ctx.inputs
+    return ctx.emit_stacked(indices.tensor, depth.tensor, on.tensor, off.tensor,
+                            attrs={"axis": _one_hot_axis(ctx)})
+
+
+def convert_one_hot_stacked_values(ctx):
+    """A stacked on/off value selects per iteration from a boolean one-hot mask."""
+    indices, depth, on, off = ctx.inputs
+    if indices.shape.rank is None:
+        raise Decline("indices rank unknown")
+    true, false = tf.constant(True), tf.constant(False)
+    mask = ctx.emit(indices.tensor, depth.tensor, true, false,
+                    attrs={"axis": _one_hot_axis(ctx), "T": tf.bool}, dtypes=[tf.bool])[0]
+    rank = indices.shape.rank + 1
+    on_t = shapes.insert_axes(on.tensor, rank, ctx.n) if on.is_stacked else on.tensor
+    off_t = shapes.insert_axes(off.tensor, rank, ctx.n) if off.is_stacked else off.tensor
+    return Stacked(tensor=tf.where(mask, on_t, off_t))
 
 
 def _sizes(ctx, value) -> tf.Tensor:
@@ -143,7 +257,18 @@ def convert_tile_ragged(ctx):
 
 
 def register(registry):
-    # After shape_ops' converters for shapes proven the same in every iteration.
+    """Add this family's converters to the pack's registrar."""
+    registry.add("Fill", convert_fill, inputs="*S")
+    registry.add("Fill", convert_fill_invariant_value, inputs="SU")
+    registry.add("BroadcastTo", convert_broadcast_to, inputs="S*")
+    registry.add("BroadcastTo", convert_broadcast_to_invariant_value, inputs="US")
+    registry.add("Tile", convert_tile, inputs="SU")
+    registry.add("Tile", convert_tile_stacked_multiples, inputs="*S")
+    registry.add("OneHot", convert_one_hot, inputs="SUUU")
+    # A stacked on or off value.
+    registry.add("OneHot", convert_one_hot_stacked_values, inputs="*US*")
+    registry.add("OneHot", convert_one_hot_stacked_values, inputs="*UUS")
+    # Ragged results: after the converters for shapes proven the same in every iteration.
     registry.add("Fill", convert_fill_ragged, inputs="S*", priority=-1)
     registry.add("BroadcastTo", convert_broadcast_to_ragged, inputs="*S", priority=-1)
     registry.add("BroadcastTo", convert_broadcast_to_ragged, inputs="RS")
