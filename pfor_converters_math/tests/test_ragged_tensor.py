@@ -1,7 +1,12 @@
 """tf.ragged.range, tf.gather of a RaggedTensor and rt.to_tensor() in a loop body
-(ragged_tensor_ops.py: RaggedRange, RaggedGather, RaggedTensorToTensor) against the loop,
+(ragged_tensor.py: RaggedRange, RaggedGather, RaggedTensorToTensor) against the loop,
 with no fallback: stacked and ragged arguments, rows and iterations with no element,
-default values and fixed shapes; bodies returning a RaggedTensor compare row by row."""
+default values and fixed shapes; bodies returning a RaggedTensor compare row by row.
+
+RaggedTensorToVariant / RaggedTensorFromVariant: ``tf.map_fn`` with a
+``tf.RaggedTensorSpec`` output inside a loop body, against the loop, with no fallback:
+elements whose lengths differ within and between iterations, empty ones, ragged ranks 0
+and 1, and a ragged pfor output."""
 
 import numpy as np
 import pytest
@@ -43,6 +48,7 @@ def check_ragged_tensor(body, n):
 
 
 # -- RaggedRange -------------------------------------------------------------------
+
 
 def _range_args(kinds, rng, dtype):
     """starts/limits/deltas of each kind: U (a constant), S0 (a stacked scalar), S1 (a
@@ -253,6 +259,7 @@ def test_under_xla_the_converters_decline_with_the_reason(body):
 # -- reductions over a RaggedTensor's rows (tf.repeat of its row lengths: Tile and a
 # flattening Reshape of a ragged value, GatherV2 of ragged params by ragged indices) --
 
+
 def test_reductions_over_the_rows_of_a_per_iteration_ragged_tensor():
     starts, limits = INDEX[:, 0], INDEX[:, 1] + 2
     check(lambda i: tf.reduce_sum(tf.ragged.range(starts[:i], limits[:i]), axis=1), MAX_N)
@@ -453,3 +460,60 @@ def test_ragged_tensor_parts_of_every_kind():
         values[i], tf.concat([[6], tf.zeros([i], tf.int64)], 0))
     for rt in (fixed, varying):
         check(lambda i: rt(i).to_tensor(default_value=-tf.cast(i, tf.float32)), 4)  # noqa: B023
+
+
+ROWS, WIDTH = 3, 4
+
+
+FLAT = tf.RaggedTensorSpec([None], tf.float32)
+
+
+NESTED = tf.RaggedTensorSpec([2, None], tf.float32, ragged_rank=1)
+
+
+def _draw(data):
+    n = data.draw(st.integers(0, 4), label="n")
+    values = data.draw(st.lists(st.integers(-3, 3), min_size=n * ROWS * WIDTH,
+                                max_size=n * ROWS * WIDTH), label="values")
+    return n, tf.constant(np.asarray(values, np.float32).reshape([n, ROWS, WIDTH]))
+
+
+def positives(row):
+    """A row's positive entries: a different number in every row."""
+    return tf.boolean_mask(row, row > 0)
+
+
+def halves(row):
+    """A row's positive entries as two rows, cut after the first half of them."""
+    kept = positives(row)
+    first = tf.size(kept) // 2
+    return tf.RaggedTensor.from_row_lengths(
+        kept, tf.cast(tf.stack([first, tf.size(kept) - first]), tf.int64))
+
+
+BODIES = {
+    "sum": lambda x: tf.reduce_sum(tf.map_fn(positives, x, fn_output_signature=FLAT).flat_values),
+    "to_tensor": lambda x: tf.map_fn(positives, x, fn_output_signature=FLAT).to_tensor(
+        shape=[ROWS, WIDTH]),
+    "nested": lambda x: tf.map_fn(halves, x, fn_output_signature=NESTED).to_tensor(
+        shape=[ROWS, 2, WIDTH]),
+    "row_lengths": lambda x: tf.map_fn(positives, x, fn_output_signature=FLAT).row_lengths(),
+}
+
+
+@settings(max_examples=12, deadline=None)
+@given(data=st.data(), name=st.sampled_from(sorted(BODIES)))
+def test_map_fn_with_ragged_outputs_in_the_body(data, name):
+    n, x = _draw(data)
+    testing.assert_matches_loop(lambda i: BODIES[name](tf.gather(x, i)), n,
+                                modes=testing.draw_modes(data))
+
+
+@settings(max_examples=6, deadline=None)
+@given(data=st.data())
+def test_map_fn_result_returned_as_a_ragged_output(data):
+    """The body returns the map_fn's RaggedTensor: one more ragged dimension."""
+    n, x = _draw(data)
+    testing.assert_matches_loop(
+             lambda i: tf.map_fn(positives, tf.gather(x, i), fn_output_signature=FLAT).flat_values,
+             n, ragged=True, modes=testing.draw_modes(data))
