@@ -1,5 +1,7 @@
-"""The ops ``tf.RaggedTensor`` code emits in a loop body: RaggedRange, RaggedGather and
-RaggedTensorToTensor, with per-iteration (stacked or ragged) arguments.
+"""tf.RaggedTensor's own ops, which its code emits in a loop body: RaggedRange,
+RaggedGather, RaggedTensorToTensor, RaggedTensorToVariant / FromVariant (how ``tf.map_fn``
+and ``tf.TensorArray`` carry a ragged value per element), with per-iteration (stacked or
+ragged) arguments.
 
 Each runs once over every iteration's data at once: the iterations' rows are put one
 after the other (one ragged tensor of one more ragged dimension, whose rows are the
@@ -8,6 +10,12 @@ result. A piece is a run of consecutive rows (``pieces``): iteration i's rows
 ``begin[i] .. begin[i] + length[i]`` of a flat tensor, gathered into a padded one (the
 padding gathered from an appended zero row, so it is zero and no gradient crosses it).
 Under XLA the sizes have no static bound: the converters decline.
+
+Encoding one ragged value per iteration (``batched_input=False``) puts the iterations'
+values one after the other as the rows of one ragged tensor and encodes it with
+``batched_input=True``: variant i is iteration i's value, as in the loop. Decoding a
+stacked ``[n]`` of variants decodes all at once with the iterations in front and cuts
+each iteration's output out of it (its splits rebuilt from its own rows' lengths).
 """
 
 from __future__ import annotations
