@@ -1,5 +1,5 @@
 """The ops gradients use on values whose shape differs between iterations
-(reshape.py, ragged_grad_sums.py, segments.py) against the loop,
+(reshape.py, elementwise.py, reductions.py, segments.py) against the loop,
 with no fallback: Reshape to per-iteration shapes, BroadcastGradientArgs of
 per-iteration shapes, Sum over the axes it gives (kept dims or reshaped back), and
 UnsortedSegment* of ragged data by ragged ids."""

@@ -15,6 +15,12 @@ padding stays zero by itself. Broadcasting ops line their operands up
 checked to broadcast as the loop's shapes would) and mask the result. Kernels that want
 equal shapes (TanhGrad, ...) and AddN take operands whose sizes are checked equal per
 iteration, also where one varies in a dimension in which another is fixed.
+
+The gradient of a broadcasting op between values whose shapes differ between iterations
+starts with ``BroadcastGradientArgs(s0, s1)`` of per-iteration shapes: for each operand,
+the axes (of the shapes aligned from the right, padded with 1s) where that operand has
+size 1, and nothing when the two shapes are equal. Per iteration these lists differ in
+length: a ragged value (``reductions.SummedRows`` takes the Sum over them).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Ragged, Stacked, broadcasting, elementwise, shapes
+from pfor_core.extend import Decline, Ragged, Stacked, broadcasting, elementwise, shapes
 
 from pfor_converters_math import special
 from pfor_converters_math.ragged_common import (broadcast, per_iteration_rank, result,
@@ -271,6 +277,37 @@ def patterns(count: int) -> list[str]:
     return ["".join(p) for p in itertools.product("R*", repeat=count) if "R" in p]
 
 
+def convert_broadcast_gradient_args(ctx):
+    """Per-iteration shapes (ranks static): the axes to sum, as ragged values."""
+    s0, s1 = (tf.cast(ctx.stack(v), tf.int32) for v in ctx.inputs)
+    r0, r1 = s0.shape[1], s1.shape[1]
+    if r0 is None or r1 is None:
+        raise Decline("shape ranks are not static")
+    rank = max(r0, r1)
+    n = tf.shape(s0, out_type=tf.int32)[0]
+    a0 = tf.concat([tf.ones([n, rank - r0], tf.int32), s0], 1)
+    a1 = tf.concat([tf.ones([n, rank - r1], tf.int32), s1], 1)
+    fits = tf.reduce_all(tf.equal(a0, a1) | tf.equal(a0, 1) | tf.equal(a1, 1))
+    same = (tf.reduce_all(tf.equal(s0, s1), axis=1) if r0 == r1
+            else tf.zeros([n], tf.bool))
+    outs = []
+    for aligned in (a0, a1):
+        summed = tf.logical_and(tf.equal(aligned, 1), tf.logical_not(same)[:, None])
+        outs.append(_positions(ctx, summed, rank))
+    outs[0] = Ragged(padded=ctx.check(fits, "incompatible shapes for broadcasting",
+                                      tensor=outs[0].padded), lengths=outs[0].lengths)
+    return outs
+
+
+def _positions(ctx, mask, rank):
+    """The positions of True in each row of ``mask`` ``[n, rank]``, front-packed."""
+    dtype = ctx.output_dtypes[0]
+    lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+    # A stable sort of "not selected" brings the selected positions to the front.
+    order = tf.argsort(tf.cast(tf.logical_not(mask), tf.int32), axis=1, stable=True)
+    return Ragged.from_stacked(tf.cast(order, dtype), [lengths])
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add(UNARY, elementwise, inputs="S")
@@ -297,3 +334,6 @@ def register(registry):
         registry.add(SAME_SHAPE, convert_equal_shapes, inputs=pattern)
         registry.add("AddN", convert_equal_shapes, inputs=pattern)
     registry.add("AddN", convert_equal_shapes, inputs="R...")
+    registry.add("BroadcastGradientArgs", convert_broadcast_gradient_args, inputs="SS")
+    registry.add("BroadcastGradientArgs", convert_broadcast_gradient_args, inputs="SU")
+    registry.add("BroadcastGradientArgs", convert_broadcast_gradient_args, inputs="US")

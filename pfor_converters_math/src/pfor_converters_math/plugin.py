@@ -8,8 +8,8 @@ from pfor_core.extend import hookimpl, op_types_of
 MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_ops", "reshape",
            "fill", "slicing", "offsets", "joining", "sorting", "segments", "checks", "fft",
            "parsing", "ragged_slices", "range", "masks", "unique", "counting", "partition",
-           "ragged_grad_sums", "ragged_tensor", "sequences", "xla_ops", "sparse_segments",
-           "strings", "allocation", "sparse_to_dense", "products", "stitches")
+           "ragged_tensor", "sequences", "xla_ops", "sparse_segments", "strings", "allocation",
+           "sparse_to_dense", "products", "stitches")
 
 
 @hookimpl

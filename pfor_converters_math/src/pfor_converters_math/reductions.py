@@ -23,6 +23,13 @@ which is never padding); along a dimension that is empty in some iteration the l
 kernel fails, and so does this (a run-time check). Scans (Cumsum, Cumprod,
 CumulativeLogsumexp), also exclusive or reversed, fill with their neutral element:
 padding at the end adds nothing either way.
+
+The Sum over the per-iteration axes ``BroadcastGradientArgs`` gives (in the gradient of a
+broadcasting op between values whose shapes differ between iterations) has a rank that
+differs between iterations, which no layout holds; but all a gradient does with it is
+reshape it to the operand's shape. So the sum is kept as a ``SummedRows`` view (sizes 1
+kept where summed, as with ``keepdims``), and its Reshape (``reshape.py``) drops the
+leading size-1 axes: exactly the operand's aligned shape.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, shapes
+from pfor_core.extend import Decline, NotStacked, Ragged, Stacked, View, shapes
 
 from pfor_converters_math.ragged_common import result, static_axes
 
@@ -171,6 +178,73 @@ def convert_scan(ctx):
     return result(out, x.lengths)
 
 
+class SummedRows(View):
+    """A sum over per-iteration axes, with size 1 kept where summed: ``tensor`` is
+    padded ``[n, W...]``, ``extents`` ``[n, rank]`` each iteration's sizes. It has no
+    stacked form (the sum's rank differs between iterations); its Reshape reads it."""
+
+    __slots__ = ("extents",)
+
+    def __init__(self, tensor, extents):  # pylint: disable=super-init-not-called
+        object.__setattr__(self, "tensor", tensor)
+        object.__setattr__(self, "extents", extents)
+
+    def materialize(self):
+        return Decline("a sum over axes that differ between iterations has no stacked "
+                       "form (its rank differs); only a Reshape reads it")
+
+    @property
+    def shape(self) -> tf.TensorShape:
+        return tf.TensorShape(None)
+
+
+def convert_sum_over_ragged_axes(ctx):
+    """Sum over per-iteration axes: with keep_dims a value of the data's rank (ragged
+    where the body does not know a size), else kept as ``SummedRows``."""
+    data, axes = ctx.inputs
+    if isinstance(data, Ragged):
+        padded, extents = data.padded, data.shapes()
+    else:
+        try:
+            padded = data.tensor
+        except NotStacked as err:
+            raise Decline(str(err)) from err
+        shape = tf.shape(padded, out_type=tf.int32)
+        extents = tf.tile(shape[None, 1:], [shape[0], 1])
+    rank = padded.shape.rank - 1 if padded.shape.rank is not None else None
+    if rank is None:
+        raise Decline("data rank is not static")
+    picked = tf.one_hot(axes.padded, rank, on_value=True, off_value=False, dtype=tf.bool)
+    picked = tf.logical_and(picked, axes.mask((0,))[..., None])
+    summed = tf.reduce_any(picked, axis=1)  # [n, rank]
+    for a in range(rank):
+        total = tf.reduce_sum(padded, axis=1 + a, keepdims=True)
+        first = tf.equal(tf.range(tf.shape(padded)[1 + a]), 0)
+        first = tf.reshape(first, [1] * (1 + a) + [-1] + [1] * (rank - a - 1))
+        slot = tf.where(first, total, tf.zeros_like(total))
+        pick = tf.reshape(summed[:, a], [-1] + [1] * rank)
+        padded = tf.where(pick, slot, padded)
+    extents = tf.where(summed, 1, extents)
+    if not ctx.attr("keep_dims"):
+        return [SummedRows(padded, extents)]
+    return [_sized(ctx, padded, extents)]
+
+
+def _sized(ctx, padded, extents):
+    """``padded`` with per-iteration sizes ``extents``: ragged where the body does not
+    know a size, stacked when it knows them all."""
+    static = ctx.output_shapes[0]
+    rank = extents.shape[1]
+    known = [static.rank is not None and static[d] is not None for d in range(rank)]
+    # A size the body knows is every iteration's: the padding beyond it goes.
+    padded = padded[(slice(None),) + tuple(slice(0, static[d]) if known[d] else slice(None)
+                                           for d in range(rank))]
+    lengths = [None if known[d] else extents[:, d] for d in range(rank)]
+    if all(length is None for length in lengths):
+        return Stacked(tensor=padded)
+    return Ragged.from_stacked(padded, lengths)
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     # A stacked axis would reduce different axes per iteration: no converter, the
@@ -179,3 +253,5 @@ def register(registry):
     registry.add(REDUCTIONS, convert_reduction, inputs="RU")
     registry.add(("ArgMax", "ArgMin"), convert_arg_reduction, inputs="RU")
     registry.add(("Cumsum", "Cumprod", "CumulativeLogsumexp"), convert_scan, inputs="RU")
+    registry.add("Sum", convert_sum_over_ragged_axes, inputs="SR")
+    registry.add("Sum", convert_sum_over_ragged_axes, inputs="RR")

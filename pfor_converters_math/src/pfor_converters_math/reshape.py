@@ -24,6 +24,9 @@ resolved against that iteration's element count (which must match, as the loop's
 Reshape checks), and the rows are padded again. A dimension the body knows statically
 stays uniform; a result with no varying dimension is stacked. Under XLA the padded sizes
 have no static bound: declined.
+
+The Reshape of a ``reductions.SummedRows`` (a gradient's sum over per-iteration axes) to
+the operand's per-iteration shape drops the leading size-1 axes.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import tensorflow as tf
 from pfor_core.extend import (Decline, Invariant, Ragged, Stacked, ragged_from_flat,
                               shapes)
 from pfor_converters_math.ragged_common import dims, static_axes
+from pfor_converters_math.reductions import SummedRows, _sized
 from pfor_converters_math.shape_ops import (axis_checked, leading, proven_shape,
                                             shift_axis, shifted_axis_input, static_value,
                                             with_leading)
@@ -240,6 +244,25 @@ def convert_reshape_per_iteration(ctx):
     return Ragged(padded=padded, lengths=tuple(lengths))
 
 
+def convert_reshape_summed_rows(ctx):
+    """The Reshape of a ``SummedRows`` to the operand's per-iteration shape: drop the
+    leading axes (size 1 in every iteration), check the rest is that shape."""
+    rows, shape = ctx.inputs
+    if not isinstance(rows, SummedRows):
+        raise Decline("not a sum over per-iteration axes")
+    targets = tf.cast(ctx.stack(shape), tf.int32)
+    rank, target_rank = rows.extents.shape[1], targets.shape[1]
+    if target_rank is None or rank is None or target_rank > rank:
+        raise Decline("target rank not static or above the sum's")
+    lead = rank - target_rank
+    fits = tf.reduce_all(tf.equal(rows.extents[:, lead:], targets)) & tf.reduce_all(
+        tf.equal(rows.extents[:, :lead], 1))
+    padded = rows.tensor[(slice(None),) + (0,) * lead]
+    padded = ctx.check(fits, "the summed gradient does not have the operand's shape",
+                       tensor=padded)
+    return _sized(ctx, padded, targets)
+
+
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add("Reshape", convert_reshape, inputs="S*")
@@ -255,3 +278,4 @@ def register(registry):
     # After the converters for a target proven the same in every iteration.
     registry.add("Reshape", convert_reshape_per_iteration, inputs="SS", priority=-1)
     registry.add("Reshape", convert_reshape_per_iteration, inputs="US", priority=-1)
+    registry.add("Reshape", convert_reshape_summed_rows, inputs="S*", priority=10, narrow=True)
