@@ -110,7 +110,7 @@ def test_pad_with_stacked_paddings(before, total, fill, stacked_x, seed):
 def test_windows_of_different_sizes_are_a_clear_error():
     """A window of one size that the end of the axis clips in some iterations: the
     loop's outputs would differ in shape, an error naming the output. (Bounds that are not
-    provably one size apart make ragged values: test_ragged_slices.py.)"""
+    provably one size apart make ragged values: test_slicing.py.)"""
     x = _x([6, 3])
     with pytest.raises(ValueError, match="different shapes in different iterations"):
         pf.pfor(lambda i: x[i + 3:i + 6], N, fallback="error")

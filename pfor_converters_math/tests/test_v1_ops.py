@@ -41,7 +41,8 @@ def test_gather_v1_by_the_loop_index_is_a_slice(data, n, row_shape):
         return gather_v1(params, i)
 
     rows = [r for r in pf.explain(body, n).rows if r.op_type == "Gather"]
-    assert [r.converter for r in rows] == ["pfor_converters_math.slicing.convert_gather_v1_invariant_params"]
+    assert [r.converter for r in rows] == [
+        "pfor_converters_math.slicing.gather.convert_gather_v1_invariant_params"]
     mode = data.draw(st.sampled_from(["eager", "graph"]), label="mode")
     testing.assert_matches_loop(body, n, graph=mode == "graph")
 

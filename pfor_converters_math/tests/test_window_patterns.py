@@ -1,6 +1,6 @@
 """Slices with one stacked bound (``x[b:4]``, ``x[1:e]``) and their gradients: the
 sizes differ between iterations unless the stacked bound is the same in every one, so
-ragged_slices.py makes them ragged values; here the bounds are stacked yet equal per
+slicing/strided_slice.py makes them ragged values; here the bounds are stacked yet equal per
 row, so the body's result has one shape. The gradient takes a ragged ``dy`` (another
 slice with the same bounds), which StridedSliceGrad places at each begin."""
 
@@ -39,7 +39,7 @@ def test_gradient_of_a_window_with_one_stacked_bound(which):
 
 @pytest.mark.parametrize("which", ["start", "end"])
 def test_strided_slice_grad_of_a_stacked_dy_with_one_stacked_bound(which):
-    """offsets.py's gradient of a window: one stacked bound, equal per row, and a dy of
+    """slicing/slice_grads.py's gradient of a window: one stacked bound, equal per row, and a dy of
     the window's static shape (stacked, not ragged)."""
     dys = tf.reshape(tf.range(48.0), [3, 4, 4])
 

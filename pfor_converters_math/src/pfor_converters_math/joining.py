@@ -1,5 +1,4 @@
-"""Joining and splitting ops in every layout: concat, stack, unstack, split (and Pad of
-ragged values).
+"""Joining and splitting ops in every layout: concat, stack, unstack, split.
 
 The iteration axis is a new leading dimension, so joining and splitting keep working on
 stacked tensors with the per-iteration axis shifted by one (negative axes count from
@@ -17,11 +16,6 @@ zero by construction and a gradient reaching it lands in the dropped slot. Along
 dimension, or for Pack, the dimensions that vary must vary alike in every operand (sizes
 checked at run time; a varying one against a fixed one is declined) and the padded
 tensors are joined.
-
-Pad/PadV2 of a ragged value with invariant paddings pad the padded tensor: a dimension
-that varies gets ``before + L_i + after``; a nonzero constant is written into the
-padding first and the result masked. Paddings that differ per iteration (padding to a
-fixed size, ``[[0, 128 - L_i]]``) move each dimension by a per-iteration gather.
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Ragged, Stacked, shapes
-from pfor_converters_math.ragged_common import dims, is_ragged, join, result, static_axes
+from pfor_converters_math.ragged_common import dims, is_ragged, join, static_axes
 from pfor_converters_math.shape_ops import axis_checked, shift_axis, shifted_axis_input
 
 
@@ -146,63 +140,6 @@ def convert_ragged_pack(ctx):
     return Ragged(padded=tf.stack(tensors, a + 1), lengths=tuple(lengths))
 
 
-def _paddings(ctx, value, rank):
-    if value.is_stacked:
-        return None
-    static = tf.get_static_value(value.tensor)
-    if static is None or static.shape != (rank, 2):
-        return None
-    return static.astype("int64").tolist()
-
-
-def convert_pad(ctx):
-    x, paddings = ctx.inputs[:2]
-    constant = ctx.inputs[2] if len(ctx.inputs) > 2 else None
-    if constant is not None and constant.is_stacked:
-        return ctx.decline("the padding value differs per iteration")
-    fill = tf.zeros([], x.dtype) if constant is None else tf.cast(constant.tensor, x.dtype)
-    static = _paddings(ctx, paddings, x.rank)
-    if static is None and not paddings.is_stacked:
-        return ctx.decline("paddings known only at run time")
-    if static is not None:
-        if any(p < 0 for pair in static for p in pair):
-            return ctx.decline("negative paddings")
-        filled = x.padded if constant is None else x.masked(fill=fill)
-        out = tf.pad(filled, [[0, 0]] + static, constant_values=fill)
-        lengths = [None if length is None else length + before + after
-                   for length, (before, after) in zip(x.lengths, static)]
-        return result(out, lengths, masked=constant is not None)
-    if ctx.compiled:
-        return ctx.decline("paddings that differ per iteration give a size known only at run time")
-    amounts = tf.cast(paddings.tensor, tf.int32)  # [n, rank, 2]
-    amounts = ctx.check(tf.reduce_all(amounts >= 0), "paddings must be non-negative:",
-                        [amounts], tensor=amounts)
-    out = x.padded
-    extents = x.extents()
-    lengths = []
-    known = ctx.output_shapes[0].as_list()  # sizes the body knows are the same everywhere
-    for d in range(x.rank):
-        before, after = amounts[:, d, 0], amounts[:, d, 1]
-        width = tf.shape(out, out_type=tf.int32)[d + 1]
-        total = before + extents[d] + after
-        new_width = (known[d] if known[d] is not None else
-                     tf.reduce_max(tf.concat([total, [0]], 0)))
-        slot = [[0, 0]] * (x.rank + 1)
-        slot[d + 1] = [0, 1]
-        source = tf.range(new_width)[None, :] - before[:, None]
-        inside = (source >= 0) & (source < extents[d][:, None])
-        index = tf.where(inside, source, width)  # outside: the zero slot
-        out = tf.gather(tf.pad(out, slot), index, axis=d + 1, batch_dims=1)
-        if constant is not None:
-            shape = [-1] + [1] * x.rank
-            shape[d + 1] = new_width
-            out = tf.where(tf.reshape(inside, shape), out, fill)
-        lengths.append(total if known[d] is None else None)
-    if all(length is None for length in lengths):
-        return Stacked(tensor=out)
-    return result(out, lengths)
-
-
 def register(registry):
     """Add this family's converters to the pack's registrar."""
     registry.add("ConcatV2", convert_concat_v2)
@@ -215,5 +152,3 @@ def register(registry):
     # inputs without a ragged operand (the stacked converter takes those).
     registry.add("ConcatV2", convert_ragged_concat, inputs="?...")
     registry.add("Pack", convert_ragged_pack, inputs="R...")
-    registry.add("Pad", convert_pad, inputs="R*")
-    registry.add("PadV2", convert_pad, inputs="R*U")

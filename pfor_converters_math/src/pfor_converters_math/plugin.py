@@ -6,10 +6,11 @@ from pfor_core.extend import hookimpl, op_types_of
 
 # One module per op family; each has ``register(registry)``.
 MODULES = ("elementwise", "special", "reductions", "matmul", "linalg", "shape_ops", "reshape",
-           "fill", "slicing", "offsets", "joining", "sorting", "segments", "checks", "fft",
-           "parsing", "ragged_slices", "range", "masks", "unique", "counting", "partition",
-           "ragged_tensor", "sequences", "xla_ops", "sparse_segments", "strings", "allocation",
-           "sparse_to_dense", "products", "stitches")
+           "fill", "slicing.gather", "slicing.slice", "slicing.strided_slice",
+           "slicing.slice_grads", "slicing.pad", "slicing.reverse_roll", "joining", "sorting",
+           "segments", "checks", "fft", "parsing", "range", "masks", "unique", "counting",
+           "partition", "ragged_tensor", "sequences", "xla_ops", "sparse_segments", "strings",
+           "allocation", "sparse_to_dense", "products", "stitches")
 
 
 @hookimpl
