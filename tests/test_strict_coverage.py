@@ -16,7 +16,7 @@ FIRST_PARTY = ("pfor-controlflow", "pfor-converters-math", "pfor-converters-nn",
 # (pack, converter, input pattern): registrations no strict-mode test reaches, and why.
 # Keep it short: a gap is a test to write.
 KNOWN_GAPS = {
-    ("pfor-converters-math", "pfor_converters_math.shape_ops.convert_fill_invariant_value", "SU"):
+    ("pfor-converters-math", "pfor_converters_math.fill.convert_fill_invariant_value", "SU"):
         "Fill with per-iteration dims and an invariant value is converted only when the "
         "body's shape inference proves the dims static, which no body found so far makes "
         "it do (a stacked dims tensor is never a constant or a shape)",

@@ -128,7 +128,7 @@ def segment(feature, fn, exact_kinds=INTS):
         ids = b.fresh(tf.int32, (d0,), make_data=make_data,
                       per_iteration=False if b.strict else None)
         # The output size is max(id) + 1: unknown while tracing; with stacked ids it may
-        # differ between iterations (a ragged value, ragged_segments.py).
+        # differ between iterations (a ragged value, segments.py).
         return b.emit(feature if not ids.varying else "segment_stacked_ids",
                       f"tf.math.segment_{fn}({{0}}, {{1}})", [x, ids],
                       exact=x.dtype in exact_kinds, static=False)

@@ -227,10 +227,10 @@ def convert_sum_over_ragged_axes(ctx):
     extents = tf.where(summed, 1, extents)
     if not ctx.attr("keep_dims"):
         return [SummedRows(padded, extents)]
-    return [_sized(ctx, padded, extents)]
+    return [sized_rows(ctx, padded, extents)]
 
 
-def _sized(ctx, padded, extents):
+def sized_rows(ctx, padded, extents):
     """``padded`` with per-iteration sizes ``extents``: ragged where the body does not
     know a size, stacked when it knows them all."""
     static = ctx.output_shapes[0]

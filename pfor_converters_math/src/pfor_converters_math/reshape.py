@@ -37,7 +37,7 @@ import tensorflow as tf
 from pfor_core.extend import (Decline, Invariant, Ragged, Stacked, ragged_from_flat,
                               shapes)
 from pfor_converters_math.ragged_common import dims, static_axes
-from pfor_converters_math.reductions import SummedRows, _sized
+from pfor_converters_math.reductions import SummedRows, sized_rows
 from pfor_converters_math.shape_ops import (axis_checked, leading, proven_shape,
                                             shift_axis, shifted_axis_input, static_value,
                                             with_leading)
@@ -260,7 +260,7 @@ def convert_reshape_summed_rows(ctx):
     padded = rows.tensor[(slice(None),) + (0,) * lead]
     padded = ctx.check(fits, "the summed gradient does not have the operand's shape",
                        tensor=padded)
-    return _sized(ctx, padded, targets)
+    return sized_rows(ctx, padded, targets)
 
 
 def register(registry):

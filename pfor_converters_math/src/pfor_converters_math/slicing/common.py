@@ -23,7 +23,7 @@ from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked, shapes
 from pfor_converters_math.shape_ops import static_value
 
 
-def _move_first(tensor, axis):
+def move_first(tensor, axis):
     """Move ``axis`` of ``tensor`` to the front."""
     if axis == 0:
         return tensor
@@ -33,17 +33,17 @@ def _move_first(tensor, axis):
 
 
 # -- bounds of stacked slices --------------------------------------------------------
-_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 
-def _prepend_tensor(tensor, first):
+def prepend_tensor(tensor, first):
     static = tf.get_static_value(tensor)
     if static is not None:
         return tf.constant([first] + static.tolist(), dtype=tensor.dtype)
     return tf.concat([tf.constant([first], dtype=tensor.dtype), tensor], 0)
 
 
-def _entries(ctx, k, length):
+def bound_entries(ctx, k, length):
     """Each entry of bound input ``k`` as an int where the body knows it statically
     (a stacked bound is often a pack of constants and one loop-dependent index)."""
     static = static_value(ctx.inputs[k])
@@ -75,7 +75,7 @@ def place(values, offsets, out_dims, fill, n):
     return out
 
 
-def _uniform(sizes, ctx, what):
+def uniform_sizes(sizes, ctx, what):
     """The one size all iterations agree on (checked when it runs)."""
     size = tf.maximum(tf.reduce_max(sizes), 0)
     check = tf.debugging.assert_equal(
@@ -87,13 +87,13 @@ def _uniform(sizes, ctx, what):
         return tf.identity(size)
 
 
-def _static_list(tensor):
+def static_list(tensor):
     value = tf.get_static_value(tensor)
     return None if value is None else [int(v) for v in value]
 
 
 # -- the input --------------------------------------------------------------------------
-class _Source:
+class Source:
     """A sliced value: its tensor (padded when ragged), whether it is stacked, each
     per-iteration axis's padded size and each iteration's extent ([n] where it varies)."""
 
@@ -110,7 +110,7 @@ class _Source:
                         for d, length in zip(self.padded, self.lengths)]
 
 
-def _column(ctx, k, entry):
+def bound_column(ctx, k, entry):
     """Spec entry ``entry`` of bound input ``k``: a Python int where the body knows it,
     an int32 scalar when invariant, an int32 ``[n]`` when it differs per iteration."""
     value = ctx.inputs[k]
@@ -129,12 +129,12 @@ def _varies(t) -> bool:
     return isinstance(t, tf.Tensor) and t.shape.rank == 1
 
 
-def _clip(value, low, high):
+def clip_bound(value, low, high):
     """``value`` within ``[low, high]``, broadcasting scalars against ``[n]`` vectors."""
     return tf.minimum(tf.maximum(value, low), high)
 
 
-def _resolve(bound, extent):
+def resolve_bound(bound, extent):
     """A bound counted from the end when negative."""
     if isinstance(bound, int) and bound >= 0:
         return bound
@@ -178,7 +178,7 @@ def _width(ctx, size, padded, known):
     return tf.maximum(tf.reduce_max(size), 0)
 
 
-def _apply(ctx, source, plan, valid):
+def apply_plan(ctx, source, plan, valid):
     """The sliced value from a plan: stacked, or ragged along the axes whose sizes may
     differ between iterations."""
     known = [None if d is None else d for d in ctx.output_shapes[0].as_list()] \
@@ -199,7 +199,7 @@ def _apply(ctx, source, plan, valid):
             inside = tf.reduce_all((index >= 0) & (index < extent))
             valid = tf.logical_and(valid, inside)
             # Clipped: an index out of range fails the check below, as the loop fails.
-            index = _clip(index, 0, tf.maximum(tf.cast(padded, tf.int32) - 1, 0))
+            index = clip_bound(index, 0, tf.maximum(tf.cast(padded, tf.int32) - 1, 0))
             if varies:
                 index = tf.broadcast_to(index, [ctx.n])
             out, stacked = _gather(out, stacked, k, index, varies)

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Stacked, shapes
 from pfor_converters_math.shape_ops import axis_checked, shift_axis
-from pfor_converters_math.slicing.common import _move_first
+from pfor_converters_math.slicing.common import move_first
 
 
 def _static_int(value, ctx, what):
@@ -28,7 +28,7 @@ def _move_first_dynamic(out, axis, params):
     """Move the gather axis ``axis`` of ``out`` (a gather of ``params``, whose rank may
     be known only at run time) to the front."""
     if axis >= 0 and out.shape.rank is not None:
-        return _move_first(out, axis)
+        return move_first(out, axis)
     a = tf.constant(axis) if axis >= 0 else axis + tf.rank(params)
     perm = tf.concat([tf.reshape(a, [1]), tf.range(a), tf.range(a + 1, tf.rank(out))], 0)
     return tf.transpose(out, perm)

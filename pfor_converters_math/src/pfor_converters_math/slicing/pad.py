@@ -16,7 +16,7 @@ import tensorflow as tf
 from pfor_core.extend import Stacked, shapes
 from pfor_converters_math.ragged_common import result
 from pfor_converters_math.shape_ops import prepend
-from pfor_converters_math.slicing.common import _uniform, place
+from pfor_converters_math.slicing.common import uniform_sizes, place
 
 
 def convert_pad(ctx):
@@ -50,7 +50,7 @@ def convert_pad_stacked_paddings(ctx):
         pads, message=f"{ctx.op_type} '{ctx.op.name}': paddings must be non-negative")
     with tf.control_dependencies([nonnegative]):
         befores = tf.identity(pads[:, :, 0])
-    totals = [_uniform(pads[:, k, 0] + pads[:, k, 1], ctx, "pads by totals")
+    totals = [uniform_sizes(pads[:, k, 0] + pads[:, k, 1], ctx, "pads by totals")
               for k in range(x.shape.rank)]
     dims = [d if d is not None else size[k] + totals[k]
             for k, d in enumerate(out_static.as_list())]

@@ -12,7 +12,8 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Invariant, Stacked
 from pfor_converters_math.shape_ops import prepend, proven_shape
-from pfor_converters_math.slicing.common import _Source, _apply, _column, _entries, _move_first
+from pfor_converters_math.slicing.common import (Source, apply_plan, bound_column, bound_entries,
+                                                 move_first)
 
 
 def convert_slice(ctx):
@@ -35,7 +36,7 @@ def _slice_by_gather(ctx, sizes):
     x, begin, _ = ctx.inputs
     if x.shape.rank is None:
         return ctx.decline("a stacked start on a tensor of unknown rank")
-    starts = _entries(ctx, 1, len(sizes))
+    starts = bound_entries(ctx, 1, len(sizes))
     full = x.shape.as_list()
     out, stacked = x.tensor, x.is_stacked
     if any(s is not None and (s, size) != (0, full[d])
@@ -50,7 +51,7 @@ def _slice_by_gather(ctx, sizes):
         if stacked:
             out = tf.gather(out, index, axis=d + 1, batch_dims=1)
         else:
-            out = _move_first(tf.gather(out, index, axis=d), d)
+            out = move_first(tf.gather(out, index, axis=d), d)
             stacked = True
     return Stacked(tensor=out) if stacked else Invariant(tensor=out)
 
@@ -61,7 +62,7 @@ def _slice_plan(ctx, source):
         return ctx.decline("a slice of unknown rank")
     plan, checks = [], []
     for k, extent in enumerate(source.extents):
-        first, size = _column(ctx, 1, k), _column(ctx, 2, k)
+        first, size = bound_column(ctx, 1, k), bound_column(ctx, 2, k)
         size = tf.where(tf.equal(size, -1), extent - first, size)
         checks.append(tf.reduce_all((first >= 0) & (size >= 0) & (first + size <= extent)))
         plan.append(("range", first, size))
@@ -71,11 +72,11 @@ def _slice_plan(ctx, source):
 def convert_slice_ragged(ctx):
     """Slice with a stacked size, a stacked begin and sizes not known statically, or a
     ragged input."""
-    source = _Source(ctx, ctx.inputs[0])
+    source = Source(ctx, ctx.inputs[0])
     plan = _slice_plan(ctx, source)
     if not isinstance(plan, tuple):
         return plan
-    return _apply(ctx, source, *plan)
+    return apply_plan(ctx, source, *plan)
 
 
 def register(registry):

@@ -14,21 +14,21 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import ConversionError, Ragged, Stacked, shapes
-from pfor_converters_math.slicing.common import (_MASKS, _column, _prepend_tensor,
-                                                 _static_list, place)
+from pfor_converters_math.slicing.common import (MASKS, bound_column, prepend_tensor,
+                                                 static_list, place)
 
 
 def convert_strided_slice_grad(ctx):
     """The gradient of a slice with invariant bounds: the per-iteration shape gets the
     iteration axis in front and the slice a full slice over it, as in StridedSlice."""
     shape, begin, end, strides, _ = ctx.inputs
-    masks = {k: ctx.attr(k) for k in _MASKS}
+    masks = {k: ctx.attr(k) for k in MASKS}
     shifted = {k: v << 1 for k, v in masks.items()}
     shifted["begin_mask"] |= 1
     shifted["end_mask"] |= 1
     n = tf.cast(ctx.n_dim, shape.dtype)
     whole = tf.concat([tf.reshape(n, [1]), shape.tensor], 0)
-    bounds = (_prepend_tensor(t, v) for t, v in
+    bounds = (prepend_tensor(t, v) for t, v in
               ((begin.tensor, 0), (end.tensor, 0), (strides.tensor, 1)))
     return ctx.emit_stacked(whole, *bounds, ctx.inputs[4].tensor, attrs=shifted)
 
@@ -37,7 +37,7 @@ def convert_strided_slice_grad_at_offsets(ctx):
     """StridedSliceGrad with a stacked begin or end: ``dy`` placed at each iteration's
     begin. Only unit strides and no ellipsis or new axis (others fall back)."""
     _, begin, _, strides, dy = ctx.inputs
-    steps = _static_list(strides.tensor)
+    steps = static_list(strides.tensor)
     if steps is None or any(s != 1 for s in steps):
         return ctx.decline("strides must be static and all 1")
     if ctx.attr("ellipsis_mask") or ctx.attr("new_axis_mask"):
@@ -94,7 +94,7 @@ def grad_dims(ctx):
         return ([d if d is not None else tf.reduce_max(tf.concat([sizes[:, k], [0]], 0))
                  for k, d in enumerate(static)],
                 [sizes[:, k] for k in range(out_static.rank)])
-    dims = _static_list(shape.tensor) or [
+    dims = static_list(shape.tensor) or [
         d if d is not None else tf.cast(shape.tensor[k], tf.int32)
         for k, d in enumerate(out_static.as_list())]
     return dims, dims
@@ -135,7 +135,7 @@ def convert_strided_slice_grad_ragged(ctx):
         elif begin_mask & bit and not shrink & bit:
             offsets.append(tf.zeros([ctx.n], tf.int32))
         else:
-            first = tf.broadcast_to(_column(ctx, 1, k), [ctx.n])
+            first = tf.broadcast_to(bound_column(ctx, 1, k), [ctx.n])
             first = tf.where(first < 0, first + row_dims[k], first)
             offsets.append(tf.clip_by_value(first, 0, row_dims[k]))
     return grad_output(ctx, place(values, offsets, dims, tf.zeros([], values.dtype), ctx.n),

@@ -25,9 +25,10 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Invariant, Ragged, Stacked, shapes, usually_uniform
 from pfor_converters_math.shape_ops import static_value
-from pfor_converters_math.slicing.common import (_MASKS, _Source, _apply, _clip, _column,
-                                                 _entries, _move_first, _prepend_tensor,
-                                                 _resolve, _static_list, _uniform)
+from pfor_converters_math.slicing.common import (MASKS, Source, apply_plan, bound_column,
+                                                 bound_entries, clip_bound, move_first,
+                                                 prepend_tensor, resolve_bound, static_list,
+                                                 uniform_sizes)
 
 
 def _strided(ctx, x_tensor, stacked, begin, end, strides, masks):
@@ -38,21 +39,21 @@ def _strided(ctx, x_tensor, stacked, begin, end, strides, masks):
     shifted = {k: v << 1 for k, v in masks.items()}
     shifted["begin_mask"] |= 1
     shifted["end_mask"] |= 1
-    return ctx.emit(x_tensor, *(_prepend_tensor(t, v) for t, v in
+    return ctx.emit(x_tensor, *(prepend_tensor(t, v) for t, v in
                                 ((begin, 0), (end, 0), (strides, 1))), attrs=shifted)[0]
 
 
 def convert_strided_slice(ctx):
     """Invariant bounds: a full slice of the iteration axis in front, masks shifted."""
     x, begin, end, strides = ctx.inputs
-    masks = {k: ctx.attr(k) for k in _MASKS}
+    masks = {k: ctx.attr(k) for k in MASKS}
     return Stacked(tensor=_strided(ctx, x.tensor, True, begin.tensor, end.tensor,
                                    strides.tensor, masks))
 
 
 def convert_strided_slice_stacked_bounds(ctx):
     """A stacked bound: single indices on shrunk axes become batched gathers."""
-    plan = _plan_stacked_bounds(ctx, {k: ctx.attr(k) for k in _MASKS})
+    plan = _plan_stacked_bounds(ctx, {k: ctx.attr(k) for k in MASKS})
     if isinstance(plan, str):
         raise Decline(plan)
     return _strided_slice_by_gather(ctx, plan)
@@ -67,7 +68,7 @@ def _plan_stacked_bounds(ctx, masks):
     steps = static_value(strides)
     if length is None or steps is None:
         return "stacked bounds need static strides and spec length"
-    starts, stops = _entries(ctx, 1, length), _entries(ctx, 2, length)
+    starts, stops = bound_entries(ctx, 1, length), bound_entries(ctx, 2, length)
     known_start = [not begin.is_stacked or v is not None for v in starts]
     known_stop = [not end.is_stacked or v is not None for v in stops]
     kinds = []
@@ -132,7 +133,7 @@ def _strided_slice_by_gather(ctx, plan):
         if stacked:
             out = tf.gather(out, index, axis=axis, batch_dims=1)
         else:
-            out = _move_first(tf.gather(out, index, axis=axis), axis)
+            out = move_first(tf.gather(out, index, axis=axis), axis)
             stacked = True
     return Stacked(tensor=out) if stacked else Invariant(tensor=out)
 
@@ -157,7 +158,7 @@ def convert_strided_slice_window(ctx):
     """StridedSlice with stacked bounds, unit strides, every iteration's box of the same
     size: a batched gather per sliced axis (shrunk axes pick one index)."""
     x, begin, end, strides = ctx.inputs
-    steps = _static_list(strides.tensor)
+    steps = static_list(strides.tensor)
     if steps is None or any(s != 1 for s in steps):
         return ctx.decline("strides must be static and all 1")
     if ctx.attr("ellipsis_mask") or ctx.attr("new_axis_mask") or x.shape.rank is None:
@@ -181,7 +182,7 @@ def convert_strided_slice_window(ctx):
                 tf.cast(stops[:, k], tf.int32))
             last = tf.clip_by_value(tf.where(last < 0, last + dims[k], last), 0, dims[k])
             first = tf.clip_by_value(first, 0, dims[k])
-            size = _uniform(tf.maximum(last - first, 0), ctx, "slices windows")
+            size = uniform_sizes(tf.maximum(last - first, 0), ctx, "slices windows")
             index = first[:, None] + tf.range(size)[None, :]
         if stacked:
             out = tf.gather(out, index, axis=k + 1, batch_dims=1)
@@ -215,12 +216,12 @@ def _strided_plan(ctx, source, x):
             plan.append(("whole",))
             continue
         if shrink & bit:
-            plan.append(("index", _resolve(_column(ctx, 1, k), extent)))
+            plan.append(("index", resolve_bound(bound_column(ctx, 1, k), extent)))
             continue
-        first = 0 if begin_mask & bit else _clip(_resolve(_column(ctx, 1, k), extent),
-                                                 0, extent)
-        last = extent if end_mask & bit else _clip(_resolve(_column(ctx, 2, k), extent),
-                                                   0, extent)
+        bound = lambda j: clip_bound(resolve_bound(bound_column(ctx, j, k), extent),  # noqa: E731
+                                     0, extent)
+        first = 0 if begin_mask & bit else bound(1)
+        last = extent if end_mask & bit else bound(2)
         plan.append(("range", first, tf.maximum(last - first, 0)))
     return plan, True
 
@@ -334,16 +335,16 @@ def convert_strided_slice_ragged(ctx):
     new = ctx.attr("new_axis_mask")
     windows = not new and not isinstance(x, Ragged) and _one_window_size(ctx)
     if windows and _one_window_size(ctx, inside=True):
-        return ctx.decline("every iteration's window has one size (offsets.py)")
+        return ctx.decline("every iteration's window has one size (convert_strided_slice_window)")
     if new and not ctx.attr("ellipsis_mask"):
         if type(x) not in (Ragged, Stacked, Invariant):
             return ctx.decline("a new axis on a view")
         x = _with_new_axes(x, new)
-    source = _Source(ctx, x)
+    source = Source(ctx, x)
     plan = _strided_plan(ctx, source, x)
     if not isinstance(plan, tuple):
         return plan
-    out = _apply(ctx, source, *plan)
+    out = apply_plan(ctx, source, *plan)
     if windows and isinstance(out, Ragged):  # one size but where clipped
         out = Ragged(padded=out.padded, lengths=tuple(
             None if length is None else usually_uniform(length) for length in out.lengths))
