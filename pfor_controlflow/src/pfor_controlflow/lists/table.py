@@ -6,8 +6,9 @@ lists (loop_views.py, ``ListView``); lists of ragged items (ragged_items.py and
 per_row_items.py, ``RaggedList``); and their loop views (ragged_item_views.py,
 ``RaggedListView``). A converter registered for a view type (``view=``) is tried only
 when an input is of that type, and ahead of the converters that are not (the plain
-ones, and those that take a ragged item into any list): so the view types order
-each op's converters, and a priority orders only two converters of one view type.
+ones, and those that take a ragged item into any list), the more specific pattern
+first among those: so the view types and patterns order each op's converters, and a
+priority (FIRST) only two converters of one layout that must go in a given order.
 
 The TensorArray and stack ops are stateful: the walk asks their converters also when
 all inputs are invariant.
