@@ -4,7 +4,8 @@ converters, the converters dispatch tries in order (``pack:name``), as JSON.
 A reorganization of the packs must leave this unchanged up to renames: run it
 before and after and diff (``python dev/dispatch_snapshot.py > before.json``).
 Names are the converters' last name component, so moving a function between
-modules does not show as a change; ``--qualified`` prints the full names.
+modules does not show as a change; ``--qualified`` prints the full names. Narrow
+entries end in ``/narrow``, view converters also in their view types (``[ListView]``).
 """
 
 import itertools
@@ -34,6 +35,12 @@ def _concrete(spec: str | None, arity: int) -> list[str]:
     return out
 
 
+def _views(entry) -> str:
+    """``[ListView,...]``: the view types a view converter is tried for (dispatch skips
+    it unless an input is one of them)."""
+    return f"[{','.join(t.__name__ for t in entry.view)}]" if entry.view else ""
+
+
 def snapshot(qualified: bool = False) -> dict[str, list[str]]:
     registry = pf.default_registry()
     result = {}
@@ -48,7 +55,7 @@ def snapshot(qualified: bool = False) -> dict[str, list[str]]:
             if found:
                 result[f"{op_type}|{pattern}"] = [
                     f"{e.pack}:{e.name if qualified else e.name.rsplit('.', 1)[-1]}"
-                    f"{'/narrow' if e.narrow else ''}" for e in found]
+                    f"{'/narrow' if e.narrow else ''}{_views(e)}" for e in found]
     return result
 
 

@@ -26,7 +26,7 @@ import functools
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
-from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked, shapes
+from pfor_core.extend import ConversionError, Decline, Invariant, Ragged, Stacked, shapes
 from pfor_controlflow.lists import handles
 from pfor_controlflow.lists.loop_views import without_rows
 from pfor_controlflow.lists.with_lengths import (ListWithLengths, known_lengths, list_sizes,
@@ -36,14 +36,10 @@ from pfor_controlflow.split_optional import SplitOptional
 _R = tf.raw_ops
 
 
-class _Decline(Exception):
-    """Raised by helpers to decline the whole conversion with a reason."""
-
-
 def _declining(fn=None, *, rows_own_lengths=False, optionals=False):
-    """Decline on a ``_Decline`` and on special layouts (``ListWithLengths`` too,
-    unless ``rows_own_lengths``, and a conditional's split optionals, unless
-    ``optionals``: the converter then handles them)."""
+    """Decline on special layouts (``ListWithLengths`` too, unless ``rows_own_lengths``,
+    and a conditional's split optionals, unless ``optionals``: the converter then
+    handles them)."""
     if fn is None:
         return functools.partial(_declining, rows_own_lengths=rows_own_lengths,
                                  optionals=optionals)
@@ -56,10 +52,7 @@ def _declining(fn=None, *, rows_own_lengths=False, optionals=False):
             # e.g. a list seen by a loop over some iterations only (a subclass of
             # Stacked whose rows are not this conversion's): not a plain list.
             return ctx.decline("an input is a special layout, not a plain list")
-        try:
-            return fn(ctx)
-        except _Decline as why:
-            return ctx.decline(str(why))
+        return fn(ctx)  # (a Decline its helpers raise declines too)
     return convert
 
 
@@ -186,7 +179,7 @@ def _invariant_input(ctx, k: int, what: str) -> tf.Tensor:
             f"{what}: iterations would hold lists of different lengths or element shapes, "
             "which pfor does not support. Make the list's size and element shape the same "
             "in every iteration (pad to a fixed size).")
-    raise _Decline(f"per-iteration {what}")
+    raise Decline(f"per-iteration {what}")
 
 
 def _stacked_out(ctx, tensor, k: int = 0) -> Stacked:
@@ -228,7 +221,7 @@ def _scatter(ctx, handle, positions, values, resize: bool):
     cover the largest position, which must then be the same length for every iteration.
     """
     if values.shape.rank is None:
-        raise _Decline("values of unknown rank")
+        raise Decline("values of unknown rank")
     positions = tf.cast(positions, tf.int32)
     if resize:
         length = _R.TensorListLength(input_handle=handle)
@@ -279,7 +272,7 @@ def _pop_own(ctx, shape):
     """PopBack of a right-aligned list: every row's last item is at the end."""
     value = ctx.inputs[0]
     if not value.right_aligned or ctx.attr("element_dtype") == tf.variant:
-        raise _Decline("a tensor list whose rows hold their own numbers of items, not "
+        raise Decline("a tensor list whose rows hold their own numbers of items, not "
                        "at the end of the list")
     handle = value.tensor
     lengths = value.lengths
@@ -297,7 +290,7 @@ def _push_own(ctx):
     value = ctx.inputs[0]
     if (not isinstance(value, ListWithLengths) or not value.right_aligned
             or ctx.attr("element_dtype") == tf.variant):
-        raise _Decline("a tensor list whose rows hold their own numbers of items, not "
+        raise Decline("a tensor list whose rows hold their own numbers of items, not "
                        "at the end of the list")
     out = ctx.emit(value.tensor, ctx.stacked(1))[0]
     lengths = None if value.lengths is None else value.lengths + 1
@@ -331,7 +324,7 @@ def _set_own(ctx, value, index, resize):
     a position past a row's end raises as in the loop, or with ``resize`` grows that
     row's list (the stacked list grows to the longest)."""
     if value.right_aligned or ctx.attr("element_dtype") == tf.variant:
-        raise _Decline("a write into a list of lists, or one whose rows hold their "
+        raise Decline("a write into a list of lists, or one whose rows hold their "
                        "items at its end")
     lengths = known_lengths(ctx, value)
     positions = tf.cast(index.tensor, tf.int32)
@@ -348,7 +341,7 @@ def _set_own(ctx, value, index, resize):
         out = ctx.emit(handle, index.tensor, item)[0]
     else:  # a select, not a scatter: an outer pfor then meets elementwise ops only
         if item.shape.rank is None:
-            raise _Decline("an item of unknown rank")
+            raise Decline("an item of unknown rank")
         d = shapes.dims(item, ctx.n)
         items = _stack_items(ctx, handle, shapes.shape_tensor(d))  # [T, n, ...]
         count = _R.TensorListLength(input_handle=handle)
@@ -465,12 +458,12 @@ def convert_push_back(ctx):
             # A conditional's intermediates, accumulated by a while loop: a stacked
             # optional is pushed as it is (its pops go to the gradient conditional).
             if not ctx.inputs[1].is_stacked:
-                raise _Decline("an optional the same in every iteration")
+                raise Decline("an optional the same in every iteration")
             return Stacked(tensor=ctx.emit(handle, ctx.inputs[1].tensor)[0])
         # A list of lists (what a second derivative accumulates) holds stacked lists.
         item = stack_list(ctx, ctx.inputs[1]) if dtype == tf.variant else ctx.stacked(1)
     except ValueError as err:
-        raise _Decline(str(err)) from None
+        raise Decline(str(err)) from None
     return ctx.emit_stacked(handle, item)
 
 
@@ -483,7 +476,7 @@ def convert_pop_back(ctx):
     try:
         handle = stack_list(ctx, ctx.inputs[0], dtype)
     except ValueError as err:
-        raise _Decline(str(err)) from None
+        raise Decline(str(err)) from None
     if dtype == tf.variant and not _encodings(ctx.op.outputs[1]):
         # a list of lists: the item is a stacked list
         out, item = ctx.emit(handle, shape)
@@ -526,7 +519,7 @@ def convert_concat(ctx):
                           tf.constant(width, tf.int64))
         return [_stacked_out(ctx, out), Invariant(tensor=lengths)]
     if leading.shape.rank != 1 or leading.shape[0] != 0:
-        raise _Decline("leading_dims for unset elements of unknown leading dim")
+        raise Decline("leading_dims for unset elements of unknown leading dim")
     out, lengths = _concat_each(ctx, handle, shape)
     return [_stacked_out(ctx, out), Invariant(tensor=lengths)]
 
@@ -631,12 +624,12 @@ def convert_add_lists(ctx):
     """AddN of tensor lists (gradients of list ops add up): elementwise on the elements,
     which a stacked list holds as [n, ...]."""
     if ctx.op.outputs[0].dtype != tf.variant:
-        raise _Decline("not tensor lists")
+        raise Decline("not tensor lists")
     dtype = handles.summed_dtype(ctx)
     try:
         summands = [stack_list(ctx, v, dtype) for v in ctx.inputs]
     except ValueError as err:  # element dtype unknown
-        raise _Decline(str(err)) from None
+        raise Decline(str(err)) from None
     return ctx.emit_stacked(*summands)
 
 
