@@ -1,6 +1,7 @@
 """The documentation keeps up with the code: every public name and every hook is
 documented (no Sphinx needed; the HTML build is `sphinx-build -W -b html docs docs/_build`)."""
 
+import importlib.util
 import inspect
 import os
 import pathlib
@@ -146,3 +147,17 @@ def test_html_build_has_no_warnings(tmp_path):
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert (tmp_path / "html" / "index.html").exists()
+
+
+def test_design_lists_every_module_with_its_docstring():
+    """docs/design.rst's "Where the code lives" has the tables dev/module_table.py prints
+    (paste its output again after moving code)."""
+    root = DOCS.parent
+    spec = importlib.util.spec_from_file_location("module_table", root / "dev" / "module_table.py")
+    module_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module_table)
+    text = (DOCS / "design.rst").read_text(encoding="utf-8")
+    stale = [package for package in module_table.PACKAGES
+             if module_table.table(package) not in text]
+    assert not stale, (f"docs/design.rst's module tables of {stale} are out of date: paste "
+                       "the output of `python dev/module_table.py`")

@@ -1,7 +1,8 @@
 """Equivalence checks with what hypothesis draws: the mode pfor runs in, and (with
 ``check_inputs``) the loop length, the layout of every input and the values.
-(Hypothesis is imported only when these run: ``pfor_core.testing`` itself needs
-only TensorFlow and numpy.)"""
+
+Hypothesis is imported only when these run: ``pfor_core.testing`` itself needs only
+TensorFlow and numpy."""
 
 from __future__ import annotations
 

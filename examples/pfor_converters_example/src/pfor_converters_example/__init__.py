@@ -2,4 +2,4 @@
 (``Dawsn``) and the first version of gather (``Gather``), both taking over from the
 first-party math pack's converters by priority."""
 
-__version__ = "0.3.0"
+__version__ = "0.3.1"
