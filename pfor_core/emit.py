@@ -58,7 +58,9 @@ def function_names(op: tf.Operation) -> list[str]:
 
 
 def find_function(graph, name: str):
-    """The function ``name`` as ``graph`` or a graph it was built in knows it, or None."""
+    """The function ``name`` as ``graph`` or a graph it was built in knows it, or None
+    (a function graph a tape copied, such as a control-flow gradient's forward wrapper,
+    keeps the ops but not the functions they name: its outer graphs have them)."""
     while graph is not None:
         fn = graph._get_function(name)  # pylint: disable=protected-access
         if fn is not None:

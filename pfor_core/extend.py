@@ -32,6 +32,7 @@ array([0.   , 1.175], dtype=float32)
 
 from pfor_core import shapes
 from pfor_core.context import ConvertContext, Converted
+from pfor_core.emit import find_function
 from pfor_core.errors import ConversionError, Decline
 from pfor_core.hookspecs import hookimpl
 from pfor_core.layout import Invariant, Stacked, View
@@ -44,6 +45,6 @@ from pfor_core.registry import PackRegistrar, op_types_of
 __all__ = [
     "ConversionError", "ConvertContext", "Converted", "Decline", "Invariant", "NotStacked",
     "PackRegistrar", "Ragged", "Stacked", "View", "batch_polymorphic", "broadcasting",
-    "elementwise", "fold_into_batch", "hookimpl", "op_types_of", "ragged_from_flat",
-    "shapes", "unfold_from_batch", "usually_uniform",
+    "elementwise", "find_function", "fold_into_batch", "hookimpl", "op_types_of",
+    "ragged_from_flat", "shapes", "unfold_from_batch", "usually_uniform",
 ]

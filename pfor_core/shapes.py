@@ -78,16 +78,6 @@ def _reshaped_from(tensor):
     return source if source.shape.is_fully_defined() else None
 
 
-def split_leading(tensor: tf.Tensor, n) -> tf.Tensor:
-    """Undo ``merge_leading``: [n*b, ...] -> [n, b, ...]."""
-    d = dims(tensor)  # axis 0 is n*b here, not n
-    if isinstance(n, int) and isinstance(d[0], int) and n:
-        first = [n, d[0] // n]
-    else:
-        first = [n, tf.math.floordiv(d[0], tf.maximum(tf.cast(n, tf.int32), 1))]
-    return reshape(tensor, first + d[1:])
-
-
 def insert_axes(stacked: tf.Tensor, rank, n=None) -> tf.Tensor:
     """Give a stacked value per-iteration rank ``rank`` by adding size-1 axes after the
     stacked axis, so that it broadcasts against others of that rank.

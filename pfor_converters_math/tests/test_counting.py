@@ -8,6 +8,8 @@ stacked or invariant, a fixed or per-iteration number of bins (ragged counts), v
 on bin edges and outside the range, int and float values; bad ranges and NaN fail like
 the loop. Also Bincount of an invariant input with per-iteration weights."""
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
@@ -18,11 +20,10 @@ from pfor_core import testing
 MAX_N, WIDTH = 4, 5
 
 
-def check(body, n):
-    """pfor eagerly, in a tf.function of run-time iters, and in chunks of 2 equals the
-    loop (ragged results row by row); nothing falls back."""
-    testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
-    testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+# pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
+# the loop (ragged results row by row); nothing falls back.
+check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
+                          ragged_outputs=True)
 
 
 @settings(max_examples=24, deadline=None)

@@ -9,6 +9,8 @@ and the gradient of a reduction over a ragged value (which tiles or broadcasts t
 upstream gradient to the value's per-iteration shape).
 """
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -135,9 +137,10 @@ def test_one_hot(data, shape, n, depth, dtype):
 MAX_N = 4
 
 
-def check(body, n):
-    testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
-    testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+# pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
+# the loop (ragged results row by row); nothing falls back.
+check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
+                          ragged_outputs=True)
 
 
 sizes = st.lists(st.integers(0, 3), min_size=MAX_N, max_size=MAX_N)

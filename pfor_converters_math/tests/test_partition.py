@@ -3,6 +3,8 @@ loop, with no fallback: partitions that are empty in some iterations, matrices o
 partitions, ragged data, invariant inputs, with gradients (also feeding a top_k with a
 per-iteration k); bad partitions fail like the loop."""
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
@@ -13,11 +15,10 @@ from pfor_core import testing
 MAX_N, WIDTH = 4, 5
 
 
-def check(body, n):
-    """pfor eagerly, in a tf.function of run-time iters, and in chunks of 2 equals the
-    loop (ragged results row by row); nothing falls back."""
-    testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
-    testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+# pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
+# the loop (ragged results row by row); nothing falls back.
+check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
+                          ragged_outputs=True)
 
 
 def check_gradient(body, source, n):

@@ -4,6 +4,8 @@ with no fallback: Reshape to per-iteration shapes, BroadcastGradientArgs of
 per-iteration shapes, Sum over the axes it gives (kept dims or reshaped back), and
 UnsortedSegment* of ragged data by ragged ids."""
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
@@ -16,9 +18,10 @@ sizes = st.lists(st.integers(0, 3), min_size=MAX_N, max_size=MAX_N)
 THREES = tf.constant([3] * MAX_N)
 
 
-def check(body, n):
-    testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
-    testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+# pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
+# the loop (ragged results row by row); nothing falls back.
+check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
+                          ragged_outputs=True)
 
 
 def part(i, k):

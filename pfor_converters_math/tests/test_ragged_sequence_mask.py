@@ -3,6 +3,8 @@ differs per iteration) against the loop, with no fallback: Range with a per-iter
 limit (range.py) compared by the ragged consumers; lengths of rank 1 and 2, all
 zero, and the mask used in a fixed-size result."""
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
@@ -12,11 +14,10 @@ from pfor_core import testing
 MAX_N = 4
 
 
-def check(body, n):
-    """pfor eagerly, in a tf.function of run-time iters, and in chunks of 2 equals the
-    loop (ragged results row by row); nothing falls back."""
-    testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
-    testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+# pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
+# the loop (ragged results row by row); nothing falls back.
+check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
+                          ragged_outputs=True)
 
 
 @settings(max_examples=16, deadline=None)

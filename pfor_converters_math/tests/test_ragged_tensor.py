@@ -8,6 +8,8 @@ RaggedTensorToVariant / RaggedTensorFromVariant: ``tf.map_fn`` with a
 elements whose lengths differ within and between iterations, empty ones, ragged ranks 0
 and 1, and a ragged pfor output."""
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -19,11 +21,10 @@ from pfor_core import testing
 MAX_N = 4
 
 
-def check(body, n):
-    """pfor eagerly, in a tf.function of run-time iters, and in chunks of 2 equals the
-    loop (ragged results row by row); nothing falls back."""
-    testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
-    testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+# pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
+# the loop (ragged results row by row); nothing falls back.
+check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
+                          ragged_outputs=True)
 
 
 def check_ragged_tensor(body, n):

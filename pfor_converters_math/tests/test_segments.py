@@ -6,6 +6,8 @@ element at all, stacked / invariant / ragged data, with gradients; a negative or
 id fails like the loop.
 """
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings
@@ -203,11 +205,10 @@ OPS = {"sum": tf.math.segment_sum, "mean": tf.math.segment_mean,
        "prod": tf.math.segment_prod}
 
 
-def check(body, n):
-    """pfor eagerly, in a tf.function of run-time iters, and in chunks of 2 equals the
-    loop (ragged results row by row); nothing falls back."""
-    testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
-    testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+# pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
+# the loop (ragged results row by row); nothing falls back.
+check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
+                          ragged_outputs=True)
 
 
 def check_gradient(body, source, n):

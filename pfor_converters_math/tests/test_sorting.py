@@ -4,6 +4,8 @@ NthElement, LowerBound / UpperBound (tf.searchsorted).
 tf.math.top_k with a per-iteration k against the loop, with no fallback: k = 0, ties,
 invariant inputs, with gradients; a bad k fails like the loop."""
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings
@@ -122,11 +124,10 @@ def test_searchsorted(data):
 MAX_N, WIDTH = 4, 5
 
 
-def check(body, n):
-    """pfor eagerly, in a tf.function of run-time iters, and in chunks of 2 equals the
-    loop (ragged results row by row); nothing falls back."""
-    testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
-    testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+# pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
+# the loop (ragged results row by row); nothing falls back.
+check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
+                          ragged_outputs=True)
 
 
 def check_gradient(body, source, n):

@@ -210,8 +210,7 @@ def check(body, n):
     run-time iters, chunks of 2) equals the loop row by row; nothing falls back."""
     want = [body(tf.constant(j)) for j in range(n)]
     if want and not isinstance(want[0], tf.RaggedTensor):
-        testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
-        testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+        testing.assert_matches_loop(body, n, modes=testing.RUN_MODES, ragged_outputs=True)
         return
     want = [w.to_list() for w in want]
     runs = {

@@ -2,6 +2,8 @@
 the loop, with no fallback: stacked and ragged inputs, rows with no element and rows of
 one repeated value, every op variant, numbers and strings, -0.0 beside 0.0."""
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -13,11 +15,10 @@ from pfor_core import testing
 MAX_N, WIDTH = 4, 5
 
 
-def check(body, n):
-    """pfor eagerly, in a tf.function of run-time iters, and in chunks of 2 equals the
-    loop (ragged results row by row); nothing falls back."""
-    testing.assert_matches_loop(body, n, graph=True, ragged_outputs=True)
-    testing.assert_matches_loop(body, n, ragged_outputs=True, parallel_iterations=2)
+# pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
+# the loop (ragged results row by row); nothing falls back.
+check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
+                          ragged_outputs=True)
 
 
 OPS = {

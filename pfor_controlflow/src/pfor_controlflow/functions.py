@@ -6,7 +6,7 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow.python.framework import func_graph, function_def_to_graph
 
-from pfor_core.extend import Invariant, Stacked
+from pfor_core.extend import Invariant, Stacked, find_function
 
 
 def function_graph(op, name: str):
@@ -23,7 +23,7 @@ def function_and_outputs(op, name: str):
     the definition's names, keeping the graph's static shapes. Functions known only by
     their definition (e.g. loaded ones) are imported from it.
     """
-    fn = _find_function(op.graph, name)
+    fn = find_function(op.graph, name)
     if fn is None:
         return None
     definition = getattr(fn, "cached_definition", None) or getattr(fn, "definition")
@@ -72,18 +72,6 @@ def _call_site_shapes(op, count: int):
     if len(shapes) != count:
         return None
     return [shape if shape.rank is not None else None for shape in shapes]
-
-
-def _find_function(graph, name):
-    """The function ``name`` as ``graph`` or a graph it was built in knows it: a
-    function graph a tape copied (a control-flow gradient's forward wrapper) keeps the
-    ops but not the branch functions they name."""
-    while graph is not None:
-        fn = graph._get_function(name)  # pylint: disable=protected-access
-        if fn is not None:
-            return fn
-        graph = getattr(graph, "outer_graph", None)
-    return None
 
 
 def scratch_graph(name: str = "pfor_trial"):

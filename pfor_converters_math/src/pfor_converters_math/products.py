@@ -105,10 +105,9 @@ def convert_add_of_products(ctx):
 
 def register(registry):
     """Add this family's converters to the pack's registrar."""
-    # Narrow: it declines all but thin products, so listings name matmul.py's converters.
+    # A guard: it declines all but thin products, so listings name matmul.py's converters.
     for pattern in ("SS", "SU", "US"):
         registry.add("MatMul", convert_thin_matmul, inputs=pattern, priority=1, narrow=True)
-    registry.add("AddN", convert_add_of_products, inputs="S...", priority=10,
-                 narrow=True)
-    registry.add(["AddV2", "Add"], convert_add_of_products, inputs="SS", priority=10,
-                 narrow=True)
+    # Asked only when an input is a Products view (ahead of the plain adds).
+    registry.add("AddN", convert_add_of_products, inputs="S...", view=Products)
+    registry.add(["AddV2", "Add"], convert_add_of_products, inputs="SS", view=Products)
