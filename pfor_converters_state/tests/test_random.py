@@ -59,10 +59,11 @@ def test_modes_shape_and_sharing(name, n, mode, graph):
         assert _rows_differ(got)
 
 
+@pytest.mark.parametrize("fallback", ["loop", "error"])
 @pytest.mark.parametrize("name", sorted(BODIES))
-def test_error_mode_raises_naming_op_and_option(name):
+def test_error_mode_raises_naming_op_and_option(name, fallback):
     with pytest.raises(pf.ConversionError, match="randomness='error'"):
-        pf.pfor(BODIES[name], 3, randomness="error", fallback="loop")
+        pf.pfor(BODIES[name], 3, randomness="error", fallback=fallback)
 
 
 # Distributions, 100 iterations x 100 values, fixed seeds: (body, mean, std, tolerance).
