@@ -133,3 +133,21 @@ def normalize_axis(axis: int, rank: int, arg: str = "axis") -> int:
     if not -rank <= axis < max(rank, 1):
         raise ValueError(f"{arg}={axis} is out of range for rank {rank}")
     return axis % rank if rank else 0
+
+
+def widest(sizes):
+    """The largest of static ints / scalar tensors (an int when all are static)."""
+    if all(isinstance(s, int) for s in sizes):
+        return max(sizes)
+    return tf.reduce_max(tf.stack([tf.cast(s, tf.int32) for s in sizes]))
+
+
+def pad_axis(tensor: tf.Tensor, axis: int, width) -> tf.Tensor:
+    """``tensor`` zero-padded at the end of ``axis`` to ``width`` (no op if it is)."""
+    have = tensor.shape[axis]
+    if isinstance(width, int) and have == width:
+        return tensor
+    extra = width - tf.shape(tensor, out_type=tf.int32)[axis]
+    paddings = [[0, 0]] * tensor.shape.rank
+    paddings[axis] = [0, extra]
+    return tf.pad(tensor, paddings)

@@ -39,9 +39,9 @@ import string
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Stacked, shapes
+from pfor_core.extend import Decline, Stacked, ragged_patterns, shapes
 
-from pfor_converters_math.ragged_common import is_ragged, join, result
+from pfor_converters_math.ragged_common import is_ragged, join
 
 # Attr names of the two "transpose this operand" flags, per op type. MatMul transposes;
 # the batch matmuls take the adjoint (which conjugates complex operands).
@@ -264,7 +264,7 @@ def _with_padded(value, tensor):
 def _finish(out, lengths):
     if all(length is None for length in lengths):
         return out
-    return result(out.tensor, lengths)
+    return ragged_patterns.result(out.tensor, lengths)
 
 
 _STACKED = {

@@ -37,9 +37,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Decline, NotStacked, Ragged, Stacked, View, shapes
+from pfor_core.extend import (Decline, NotStacked, Ragged, Stacked, View, ragged_patterns,
+                              shapes)
 
-from pfor_converters_math.ragged_common import result, static_axes
+from pfor_converters_math.ragged_common import static_axes
 
 REDUCTIONS = ("Sum", "Mean", "Prod", "Max", "Min", "All", "Any", "EuclideanNorm")
 ARG_REDUCTIONS = ("ArgMax", "ArgMin")
@@ -117,7 +118,7 @@ def _filled(ctx, x):
 def _finish(out, lengths):
     if all(length is None for length in lengths):
         return Stacked(tensor=out)
-    return result(out, lengths)
+    return ragged_patterns.result(out, lengths)
 
 
 def _count(x, reduced):
@@ -175,7 +176,7 @@ def convert_scan(ctx):
     if axes.size != 1:
         return ctx.decline("one axis expected")
     out = ctx.emit(_filled(ctx, x), tf.constant(int(axes.reshape(-1)[0]) + 1, axis.dtype))[0]
-    return result(out, x.lengths)
+    return ragged_patterns.result(out, x.lengths)
 
 
 class SummedRows(View):

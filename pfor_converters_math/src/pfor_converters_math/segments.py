@@ -39,8 +39,6 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Ragged, Stacked, shapes
 
-from pfor_converters_math.ragged_common import pad_axis
-
 
 def _iterations(ctx, rank: int, dtype) -> tf.Tensor:
     """``range(n)`` shaped ``[n, 1, ..., 1]`` (rank ``rank``) of ``dtype``."""
@@ -246,7 +244,7 @@ def _lined_up(ctx, data, values, ids, segment):
     for d in range(ids.rank):
         wide = tf.maximum(tf.shape(values, out_type=tf.int32)[1 + d],
                           tf.shape(segment, out_type=tf.int32)[1 + d])
-        values, segment = pad_axis(values, 1 + d, wide), pad_axis(segment, 1 + d, wide)
+        values, segment = shapes.pad_axis(values, 1 + d, wide), shapes.pad_axis(segment, 1 + d, wide)
     return values, segment
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Ragged, Stacked
+from pfor_core.extend import Stacked, ragged_patterns
 from pfor_converters_nn.unfolded import before_unfold
 
 ACTIVATIONS = ["Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Softplus", "Softsign"]
@@ -55,16 +55,10 @@ def convert_equal_shapes(ctx):
     return ctx.emit_stacked(*tensors)
 
 
-def masked(tensor, lengths) -> Ragged:
-    """A ragged value of ``tensor``'s padded entries, its padding zeroed again."""
-    value = Ragged(padded=tensor, lengths=lengths)
-    return value.with_padded(value.masked())
-
-
 def convert_activation_ragged(ctx):
     """A ragged value: the op on the padded tensor, the padding zeroed after."""
     x = ctx.inputs[0]
-    return masked(ctx.emit(x.padded)[0], x.lengths)
+    return ragged_patterns.result(ctx.emit(x.padded)[0], x.lengths)
 
 
 def convert_last_axis_ragged(ctx):
@@ -75,7 +69,7 @@ def convert_last_axis_ragged(ctx):
     if x.lengths[-1] is not None:
         lowest = tf.constant(-np.inf, x.dtype)
         padded = tf.where(x.mask([x.rank - 1]), padded, lowest)
-    return masked(ctx.emit(padded)[0], x.lengths)
+    return ragged_patterns.result(ctx.emit(padded)[0], x.lengths)
 
 
 def register(registry):
