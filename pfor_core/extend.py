@@ -19,6 +19,8 @@ project's own packs. docs/extending.rst documents every name below.
   for numpy broadcasting, per-iteration sizes checked), ``sized`` (a value of sizes
   unknown statically as a ragged one), ``result`` (a converter's ragged result, its
   padding zeroed), ``per_iteration_rank`` and ``padded_dims``.
+- ``thin_products``: sums of thin matrix products contracted once (``thin``,
+  ``matmul_sizes``, ``summed``), for weight gradients over many steps.
 - ``PackRegistrar`` (what the ``pfor_register_converters`` hook receives),
   ``op_types_of`` (the op types a registration function adds), the hook marker
   ``hookimpl`` and ``ConversionError`` (raise it when the body itself is wrong).
@@ -34,7 +36,7 @@ array([0.   , 1.175], dtype=float32)
 >>> pf.default_registry().remove("Sinh", convert_sinh)
 """
 
-from pfor_core import ragged_patterns, shapes
+from pfor_core import ragged_patterns, shapes, thin_products
 from pfor_core.context import ConvertContext, Converted
 from pfor_core.emit import find_function
 from pfor_core.errors import ConversionError, Decline
@@ -50,5 +52,5 @@ __all__ = [
     "ConversionError", "ConvertContext", "Converted", "Decline", "Invariant", "NotStacked",
     "PackRegistrar", "Ragged", "Stacked", "View", "batch_polymorphic", "broadcasting",
     "elementwise", "find_function", "fold_into_batch", "hookimpl", "op_types_of",
-    "ragged_from_flat", "ragged_patterns", "shapes", "unfold_from_batch", "usually_uniform",
+    "ragged_from_flat", "ragged_patterns", "shapes", "thin_products", "unfold_from_batch", "usually_uniform",
 ]

@@ -2,21 +2,18 @@
 
 A weight used at T steps of a body (a recurrence unrolled in Python, Keras's
 ``unroll=True``, weight sharing) gets as its gradient ``AddN`` of T MatMuls
-``a_t^T @ b_t``: one example's ``[K, p]`` input and ``[K, q]`` output gradient, with K
-(1 for one example) far below p and q. Converted one op at a time, every term is an
-outer product ``[n, p, q]`` and the sum reads and writes all of them. Here a thin
+``a_t^T @ b_t`` with a thin contraction (``extend.thin_products``). Here a thin
 stacked product stays a ``Products`` view holding its operands; an add of such views
 joins their operand lists; and whatever reads the sum gets ONE batched matmul over
-the concatenated steps, ``[a_1 ... a_T]^T @ [b_1; ...; b_T]``: the same products,
-summed inside the matmul, with ``(p + q) K`` numbers kept per step instead of ``p q``.
-Loops get the same from deferred_sums.py in the control-flow pack.
+the concatenated steps (``thin_products.summed``). Loops get the same from the
+control-flow pack's ``loops.deferred_sums``.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Stacked, View
+from pfor_core.extend import Decline, Stacked, View, thin_products
 
 _ADDS = ("AddN", "AddV2", "Add")
 
@@ -36,9 +33,8 @@ class Products(View):
     def tensor(self) -> tf.Tensor:  # pylint: disable=invalid-overridden-method
         graph = tf.compat.v1.get_default_graph()
         if graph not in self._built:
-            a = _joined([a for a, _ in self.terms])
-            b = _joined([b for _, b in self.terms])
-            self._built[graph] = tf.linalg.matmul(a, b, transpose_a=True)
+            self._built[graph] = thin_products.summed(
+                [(a, b, True, False) for a, b in self.terms])
         return self._built[graph]
 
     def materialize(self) -> Stacked:
@@ -56,15 +52,6 @@ class Products(View):
 
     def __repr__(self):
         return f"Products({len(self.terms)} terms, shape={self.shape})"
-
-
-def _joined(tensors):
-    return tensors[0] if len(tensors) == 1 else tf.concat(tensors, axis=1)
-
-
-def _thin(k, p, q) -> bool:
-    """Whether keeping the operands (``K (p + q)`` numbers) is no bigger than the product."""
-    return None not in (k, p, q) and k * (p + q) <= p * q
 
 
 def _rows_first(tensor, transposed):
@@ -85,9 +72,7 @@ def convert_thin_matmul(ctx):
     if a.shape.rank != 2 or b.shape.rank != 2 or a.dtype.is_complex:
         raise Decline("a thin product needs real matrices of known rank")
     ta, tb = ctx.attr("transpose_a"), ctx.attr("transpose_b")
-    k, p = (a.shape[0], a.shape[1]) if ta else (a.shape[1], a.shape[0])
-    q = b.shape[0] if tb else b.shape[1]
-    if not _thin(k, p, q):
+    if not thin_products.thin(*thin_products.matmul_sizes(a.shape, b.shape, ta, tb)):
         raise Decline("the contraction is not thin or its sizes are not static")
     # a^T as [K, p] is a as stored when transpose_a; b as [K, q] is b unless transpose_b.
     return Products([(_rows_first(ctx.stack(a), ta), _rows_first(ctx.stack(b), not tb))])

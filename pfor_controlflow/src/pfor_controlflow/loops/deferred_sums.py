@@ -1,13 +1,11 @@
 """Sums of matrix products over the steps of a loop, done once after it.
 
 The gradient of a weight a loop body uses is a loop variable that every step adds a
-product to: ``acc += a_t^T @ b_t``, with ``a_t`` one example's ``[1, p]`` input and
-``b_t`` its ``[1, q]`` output gradient. Vectorized per example, each step would add
-an outer product into a ``[n, p, q]`` accumulator, reading and writing all of it for
-a few multiply-adds per element. Instead the converted loop keeps each step's ``a_t``
-and ``b_t`` and, after the loop, one batched matmul over the concatenated steps gives
-every example's sum: ``[a_1 ... a_T]^T @ [b_1; ...; b_T]``. The same products, summed
-in another order, for ``(p + q) K`` stored numbers a step instead of ``p q``.
+thin product to: ``acc += a_t^T @ b_t`` (``extend.thin_products``). Vectorized per
+example, each step would add an outer product into a ``[n, p, q]`` accumulator, reading
+and writing all of it for a few multiply-adds per element. Instead the converted loop
+keeps each step's ``a_t`` and ``b_t`` and, after the loop, one batched matmul over the
+concatenated steps gives every example's sum (``thin_products.summed``).
 
 ``find`` picks the loop variables this applies to: stacked, read by nothing but the
 sum that makes the body's next value, every other term of which is a MatMul whose
@@ -17,6 +15,8 @@ contracted dimension K is static and small (``K (p + q) <= p q``).
 from __future__ import annotations
 
 import tensorflow as tf
+
+from pfor_core.extend import thin_products
 
 _SUMS = ("AddN", "AddV2", "Add")
 
@@ -32,12 +32,9 @@ def _contracted(op):
     a, b = op.inputs[0].shape, op.inputs[1].shape
     if a.rank != 2 or b.rank != 2:
         return None
-    ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
-    k, p = (a[0], a[1]) if ta else (a[1], a[0])
-    q = b[0] if tb else b[1]
-    if k is None or p is None or q is None:
-        return None
-    return k if k * (p + q) <= p * q else None
+    sizes = thin_products.matmul_sizes(a, b, op.get_attr("transpose_a"),
+                                       op.get_attr("transpose_b"))
+    return sizes[0] if thin_products.thin(*sizes) else None
 
 
 def _only_reader(tensor):
@@ -108,15 +105,14 @@ def _steps_together(steps, k_axis):
 def total(products, stacked_steps):
     """The sum over steps of every product, per row: ``stacked_steps`` holds each
     product's two operands, ``[T, n, ...]`` each."""
-    out = None
     steps = iter(stacked_steps)
+    terms = []
     for op in products:
         ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
         a = _steps_together(next(steps), 0 if ta else 1)
         b = _steps_together(next(steps), 1 if tb else 0)
-        term = tf.matmul(a, b, transpose_a=ta, transpose_b=tb)
-        out = term if out is None else out + term
-    return out
+        terms.append((a, b, ta, tb))
+    return thin_products.summed(terms)
 
 
 def plus(start, summed):
