@@ -3,6 +3,10 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# The memory tests (and parallel_iterations="auto" where shapes are not static) read the
+# CPU allocator's statistics, which only a BFC allocator keeps: oneDNN's is one, plain
+# TensorFlow's default CPU allocator (a CPU oneDNN does not serve) is not.
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 

@@ -145,7 +145,14 @@ def measured_profile(run, small: int = 4) -> Profile:
     peaks = []
     for k in (small, 2 * small):
         run(k)  # warm up: the first call also holds the conversion's constants
-        tf.config.experimental.reset_memory_stats("CPU:0")
+        try:
+            tf.config.experimental.reset_memory_stats("CPU:0")
+        except ValueError as e:  # TensorFlow's default CPU allocator keeps no statistics
+            raise ValueError(
+                "memory_budget / parallel_iterations='auto': the body's shapes are not all "
+                "static, and this process's CPU allocator keeps no statistics to measure a "
+                "run with; pass parallel_iterations=k, or start the process with "
+                "TF_CPU_ALLOCATOR_USE_BFC=true (a BFC allocator keeps them).") from e
         before = tf.config.experimental.get_memory_info("CPU:0")["current"]
         run(k)
         peaks.append(tf.config.experimental.get_memory_info("CPU:0")["peak"] - before)

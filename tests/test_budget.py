@@ -162,3 +162,16 @@ def test_aliases_hold_no_buffer_of_their_own():
     k = profile.chunk_size(16 << 20)  # chunks hold their outputs
     assert profile.peak(k) <= 16 << 20 < profile.peak(k + 1)
     assert 16 <= k < 64
+
+
+def test_an_allocator_without_statistics_is_a_clear_error(monkeypatch):
+    """TensorFlow's default CPU allocator (where oneDNN does not serve the CPU and
+    TF_CPU_ALLOCATOR_USE_BFC is unset) keeps no statistics to measure a run with."""
+    def no_stats(device):
+        raise ValueError(f"Cannot reset memory stats for device '{device}'")
+
+    monkeypatch.setattr(tf.config.experimental, "reset_memory_stats", no_stats)
+    unknown = _unknown_shape(tf.random.normal([8, 30]))
+    with pytest.raises(ValueError, match="keeps no statistics.*parallel_iterations=k.*"
+                                         "TF_CPU_ALLOCATOR_USE_BFC=true"):
+        pf.pfor(lambda i: tf.reduce_sum(tf.gather(unknown, i)), 8, memory_budget=1 << 20)

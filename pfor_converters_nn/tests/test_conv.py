@@ -4,7 +4,6 @@ per-example filter gradients as patches (conv_grad.py) with no fallback: strides
 dilations, SAME / VALID / EXPLICIT padding, several images per iteration, eagerly and
 under XLA, the grouped kernel still taking what they decline."""
 
-import os
 
 import numpy as np
 import pytest
@@ -16,7 +15,21 @@ import pfor_core as pf
 from pfor_core import testing
 
 TOL = dict(rtol=1e-4, atol=1e-4)
-ONEDNN = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1").strip().lower() not in ("0", "false")
+
+
+def _runs(fn) -> bool:
+    try:
+        fn()
+    except tf.errors.OpError:
+        return False
+    return True
+
+
+# The CPU's gradient kernels have groups and dilations only with oneDNN, which
+# TF_ENABLE_ONEDNN_OPTS=0 turns off and which does not serve every CPU: ask a kernel.
+ONEDNN = _runs(lambda: tf.raw_ops.Conv2DBackpropInput(
+    input_sizes=[1, 1, 1, 2], filter=tf.zeros([1, 1, 1, 2]), out_backprop=tf.zeros([1, 1, 1, 2]),
+    strides=[1] * 4, padding="VALID"))
 FORWARD = ("Conv2D", "Conv1D", "Conv3D", "DepthwiseConv2dNative")
 GRADS = ("Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3DBackpropInputV2",
          "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropInput",
@@ -186,6 +199,7 @@ def test_filter_gradients_match_the_loop(batch, size, k, stride, dilation, cin, 
     # kernel no dilation above 1 with EXPLICIT padding; and there must be positions.
     assume(not (stride > 1 and dilation > 1) and min(out) >= 1)
     assume(not (isinstance(padding, list) and dilation > 1))
+    assume(ONEDNN or dilation == 1)  # the loop's own kernel needs oneDNN for dilations
     rng = np.random.default_rng(seed)
     x = tf.constant(rng.normal(size=[PATCHES_N, batch, size, size, cin]), tf.float32)
     dy = tf.constant(rng.normal(size=[PATCHES_N, batch, *out, cout]), tf.float32)
@@ -217,6 +231,8 @@ def test_under_xla_and_per_example_gradients_of_a_convnet():
 
 @pytest.mark.parametrize("case", ["grouped", "unknown size"])
 def test_declined_cases_go_to_the_grouped_kernel(case):
+    if case == "grouped" and not ONEDNN:
+        pytest.skip("this CPU has no grouped gradient kernel (no oneDNN): the loop fails")
     rng = np.random.default_rng(2)
     x = tf.constant(rng.normal(size=[PATCHES_N, 1, 6, 6, 4]), tf.float32)
     dy = tf.constant(rng.normal(size=[PATCHES_N, 1, 4, 4, 2]), tf.float32)

@@ -2,7 +2,6 @@
 mode, forward and gradient, every invariance mix), LRN, and the layers that expand to
 math ops (Keras BatchNormalization in inference, LayerNormalization, l2_normalize)."""
 
-import os
 
 import keras
 import numpy as np
@@ -13,7 +12,23 @@ from hypothesis import strategies as st
 from pfor_core import testing
 
 iters = st.sampled_from([0, 1, 2, 3, 2])
-ONEDNN = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1").strip().lower() not in ("0", "false")
+
+
+def _nc_inference_gradient() -> bool:
+    """Whether the CPU has FusedBatchNormGrad for NCHW with is_training=False (only
+    oneDNN's kernel does; TF_ENABLE_ONEDNN_OPTS=0 or a CPU it does not serve leaves
+    Eigen's, which has only NHWC)."""
+    x, c = tf.ones([1, 1, 1, 1]), tf.ones([1])
+    try:
+        tf.raw_ops.FusedBatchNormGradV3(
+            y_backprop=x, x=x, scale=c, reserve_space_1=c, reserve_space_2=c,
+            reserve_space_3=tf.zeros([0]), data_format="NCHW", is_training=False)
+    except tf.errors.OpError:
+        return False
+    return True
+
+
+ONEDNN = _nc_inference_gradient()
 
 
 def draw_layout(data, version):

@@ -29,11 +29,12 @@ nothing when n == 0 (kernels refuse zero channels): see ``nonempty``.
 
 from __future__ import annotations
 
-import os
+import functools
 
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, fold_into_batch, shapes, unfold_from_batch
+from pfor_core.extend import Stacked, shapes
+from pfor_converters_nn import folding
 
 
 def channels_last(ctx) -> bool:
@@ -200,47 +201,54 @@ def empty_result(ctx) -> tf.Tensor:
 
 def grouped(ctx) -> bool:
     """Whether a grouped kernel runs this op: 2-D, not EXPLICIT padding (whose CPU
-    kernels have no groups), and a kernel with groups present for its dtype (cuDNN, or
-    oneDNN on CPU for float32 and bfloat16: TF_ENABLE_ONEDNN_OPTS=0 leaves the CPU
-    without one, and float64 runs on Eigen's kernels, which have none either)."""
+    kernels have no groups), and a kernel with groups present for its type and dtype
+    (cuDNN; on CPU the forward kernels have groups, the gradients only with oneDNN,
+    which TF_ENABLE_ONEDNN_OPTS=0 or a CPU it does not serve leaves out, and float64
+    runs on Eigen's kernels: so it is asked of the kernel itself, once)."""
     return ("Conv2D" in ctx.op_type and ctx.attr("padding") not in (b"EXPLICIT", "EXPLICIT")
-            and _grouped_kernel_present(ctx.op.outputs[0].dtype))
+            and _grouped_kernel_present(ctx.op_type, ctx.op.outputs[0].dtype))
 
 
-def _grouped_kernel_present(dtype) -> bool:
+@functools.lru_cache(maxsize=None)
+def _grouped_kernel_present(op_type: str, dtype) -> bool:
     if tf.config.list_physical_devices("GPU"):
         return True
-    onednn_off = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip().lower() in ("0", "false")
-    return not onednn_off and dtype in (tf.float32, tf.bfloat16)
+    if op_type not in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"):
+        return False
+    try:
+        with tf.init_scope():  # eagerly, also while a graph is built
+            _grouped_probe(op_type, dtype)
+    except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError,
+            tf.errors.NotFoundError):
+        return False
+    return True
 
 
-def fold(ctx, k) -> tf.Tensor:
-    """Stacked input ``k`` as [n*b, ...]."""
-    return fold_into_batch(ctx.inputs[k].tensor, ctx.n)
-
-
-def unfold(ctx, t, batch) -> tf.Tensor:
-    """[n*b, ...] -> [n, b, ...], the per-iteration dims taken from the op's output shape
-    where static (the kernels give odd shapes for an empty batch)."""
-    return unfold_from_batch(t, ctx.n_dim, batch, ctx.output_shapes[0])
-
-
-def batch_of(ctx, k):
-    value = ctx.inputs[k]
-    return ctx.dims(value)[1] if value.is_stacked else shapes.dims(value.tensor)[0]
+def _grouped_probe(op_type: str, dtype):
+    """The op with two groups of one channel, on zeros."""
+    x = tf.zeros([1, 1, 1, 2], dtype)
+    kw = dict(strides=[1] * 4, padding="VALID")
+    if op_type == "Conv2D":
+        return tf.raw_ops.Conv2D(input=x, filter=x, **kw)
+    if op_type == "Conv2DBackpropInput":
+        return tf.raw_ops.Conv2DBackpropInput(input_sizes=[1, 1, 1, 2], filter=x,
+                                              out_backprop=x, **kw)
+    return tf.raw_ops.Conv2DBackpropFilter(input=x, filter_sizes=[1, 1, 1, 2],
+                                           out_backprop=x, **kw)
 
 
 def convert_conv_folded(ctx):
     """Stacked input, invariant filter: fold n into the batch."""
     if not channels_last(ctx):
         return ctx.decline("only channels-last convolutions are converted")
-    return Stacked(tensor=folded(ctx, lambda: ctx.emit(fold(ctx, 0), ctx.inputs[1].tensor)[0], 0))
+    conv = lambda: ctx.emit(folding.fold(ctx, 0), ctx.inputs[1].tensor)[0]  # noqa: E731
+    return Stacked(tensor=folded(ctx, conv, 0))
 
 
 def folded(ctx, compute, k):
     """Unfold ``compute()`` (batch n*b, b from input k); an empty n needs the guard only
     where the output's static shape cannot fix the kernel's empty-batch shape."""
-    run = lambda: unfold(ctx, compute(), batch_of(ctx, k))
+    run = lambda: folding.unfold(ctx, compute(), k, ctx.output_shapes[0])
     if ctx.output_shapes[0].is_fully_defined():
         return run()
     return nonempty(ctx, run)

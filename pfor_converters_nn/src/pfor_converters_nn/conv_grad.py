@@ -39,7 +39,7 @@ import tensorflow as tf
 
 from pfor_core.extend import Stacked, shapes
 
-from pfor_converters_nn import conv
+from pfor_converters_nn import conv, folding
 
 # Up to this many kernel taps the patches pay without XLA too (measured on the MNIST
 # model's 5x5 kernels); under XLA they always do.
@@ -63,7 +63,7 @@ def convert_backprop_input_folded(ctx):
     """Invariant sizes and filter, stacked out_backprop: fold n into the batch."""
     sizes, f, dy = ctx.inputs
     return Stacked(tensor=conv.folded(ctx, lambda: ctx.emit(
-        conv.scale_entries(ctx, sizes.tensor, [0]), f.tensor, conv.fold(ctx, 2))[0], 2))
+        conv.scale_entries(ctx, sizes.tensor, [0]), f.tensor, folding.fold(ctx, 2))[0], 2))
 
 
 def size_entry(ctx, sizes, k):

@@ -40,23 +40,17 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Invariant, Stacked, fold_into_batch, shapes, unfold_from_batch
-from pfor_converters_nn import pooling
-
-
-def _fold(ctx, k: int) -> tf.Tensor:
-    """Stacked input ``k`` as [n*b, ...] (broadcast first if invariant)."""
-    return fold_into_batch(ctx.stacked(k), ctx.n)
+from pfor_core.extend import Decline, Invariant, Stacked, shapes
+from pfor_converters_nn import folding
 
 
 def _unfold(ctx, tensor: tf.Tensor, k: int) -> Stacked:
-    """[n*b, ...] -> [n, b, ...], b taken from input ``k``."""
-    return Stacked(tensor=unfold_from_batch(tensor, ctx.n_dim, pooling.batch_of(ctx, k)))
+    return Stacked(tensor=folding.unfold(ctx, tensor, k))
 
 
 def convert_resize(ctx):
     """Resize ops (images, size[, scale, translation]): fold n into the batch."""
-    out = ctx.emit(_fold(ctx, 0), *[v.tensor for v in ctx.inputs[1:]])[0]
+    out = ctx.emit(folding.fold(ctx, 0), *[v.tensor for v in ctx.inputs[1:]])[0]
     return _unfold(ctx, out, 0)
 
 
@@ -64,7 +58,7 @@ def convert_resize_grad(ctx):
     """Stacked gradients of a (grads, original_image[, scale, translation]) kernel:
     fold n into the batch of both (an invariant original image is broadcast)."""
     rest = [v.tensor for v in ctx.inputs[2:]]
-    out = ctx.emit(_fold(ctx, 0), _fold(ctx, 1), *rest)[0]
+    out = ctx.emit(folding.fold(ctx, 0), folding.fold(ctx, 1), *rest)[0]
     return _unfold(ctx, out, 0)
 
 
@@ -79,7 +73,7 @@ def convert_resize_grad_invariant_grads(ctx):
 
 def convert_resize_nearest_grad(ctx):
     """ResizeNearestNeighborGrad(grads, size): fold the gradients."""
-    out = ctx.emit(_fold(ctx, 0), ctx.inputs[1].tensor)[0]
+    out = ctx.emit(folding.fold(ctx, 0), ctx.inputs[1].tensor)[0]
     return _unfold(ctx, out, 0)
 
 
@@ -129,20 +123,22 @@ def convert_depth_space(ctx):
     """DepthToSpace / SpaceToDepth: fold n into the batch (channels-last)."""
     if ctx.attr("data_format") not in (b"NHWC", "NHWC"):
         return ctx.decline("only channels-last (NHWC) is converted")
-    return _unfold(ctx, ctx.emit(_fold(ctx, 0))[0], 0)
+    return _unfold(ctx, ctx.emit(folding.fold(ctx, 0))[0], 0)
 
 
 def convert_draw_boxes(ctx):
     """DrawBoundingBoxes(images, boxes) / DrawBoundingBoxesV2(images, boxes, colors)."""
     k = 0 if ctx.inputs[0].is_stacked else 1
-    out = ctx.emit(_fold(ctx, 0), _fold(ctx, 1), *[v.tensor for v in ctx.inputs[2:]])[0]
+    out = ctx.emit(folding.fold(ctx, 0), folding.fold(ctx, 1),
+                   *[v.tensor for v in ctx.inputs[2:]])[0]
     return _unfold(ctx, out, k)
 
 
 def convert_in_top_k(ctx):
     """InTopK(predictions, targets) / InTopKV2(predictions, targets, k)."""
     k = 0 if ctx.inputs[0].is_stacked else 1
-    out = ctx.emit(_fold(ctx, 0), _fold(ctx, 1), *[v.tensor for v in ctx.inputs[2:]])[0]
+    out = ctx.emit(folding.fold(ctx, 0), folding.fold(ctx, 1),
+                   *[v.tensor for v in ctx.inputs[2:]])[0]
     return _unfold(ctx, out, k)
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Invariant, Stacked, shapes, unfold_from_batch
-from pfor_converters_nn import pooling
+from pfor_core.extend import Invariant, Stacked, shapes
+from pfor_converters_nn import folding, pooling
 
 
 def channel_axis(ctx, rank: int) -> int:
@@ -104,8 +104,8 @@ def convert_fused_batch_norm_invariant_stats(ctx):
 
 def fold_inference(ctx):
     """Inference with invariant statistics: one op on the batch-folded input."""
-    out = ctx.emit(pooling.fold(ctx, 0), *[v.tensor for v in ctx.inputs[1:]])
-    y = unfold_from_batch(out[0], ctx.n_dim, pooling.batch_of(ctx, 0))
+    out = ctx.emit(folding.fold(ctx, 0), *[v.tensor for v in ctx.inputs[1:]])
+    y = folding.unfold(ctx, out[0], 0)
     # In inference mode the other outputs copy the invariant mean and variance.
     return [Stacked(tensor=y)] + [Invariant(tensor=t) for t in out[1:]]
 

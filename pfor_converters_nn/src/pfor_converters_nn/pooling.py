@@ -18,19 +18,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Stacked, fold_into_batch, shapes, unfold_from_batch
-
-
-def fold(ctx, k: int) -> tf.Tensor:
-    """Input ``k`` as [n*b, ...] (tiled first if invariant)."""
-    return fold_into_batch(ctx.stacked(k), ctx.n)
-
-
-def batch_of(ctx, k: int):
-    """Per-iteration batch size of input ``k``."""
-    value = ctx.inputs[k]
-    if value.is_stacked:
-        return ctx.dims(value)[1]
-    return shapes.dims(value.tensor)[0]
+from pfor_converters_nn.folding import batch_of, fold
 
 
 def unless_empty(folded, run, empty):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Decline, Stacked, fold_into_batch, shapes, unfold_from_batch
-from pfor_converters_nn import pooling
+from pfor_converters_nn import folding
 
 
 def _blocks(ctx):
@@ -47,7 +47,7 @@ def convert_space_to_batch(ctx):
     _require_convertible(ctx)
     blocks = _blocks(ctx)
     n = ctx.n_dim
-    batch = pooling.batch_of(ctx, 0)
+    batch = folding.batch_of(ctx, 0)
     folded = fold_into_batch(ctx.inputs[0].tensor, ctx.n)
     out = ctx.emit(folded, *[v.tensor for v in ctx.inputs[1:]])[0]
     rest = shapes.dims(out)[1:]
