@@ -52,5 +52,6 @@ __all__ = [
     "ConversionError", "ConvertContext", "Converted", "Decline", "Invariant", "NotStacked",
     "PackRegistrar", "Ragged", "Stacked", "View", "batch_polymorphic", "broadcasting",
     "elementwise", "find_function", "fold_into_batch", "hookimpl", "op_types_of",
-    "ragged_from_flat", "ragged_patterns", "shapes", "thin_products", "unfold_from_batch", "usually_uniform",
+    "ragged_from_flat", "ragged_patterns", "shapes", "thin_products", "unfold_from_batch",
+    "usually_uniform",
 ]

@@ -49,12 +49,38 @@ def broadcast(ctx, values):
     """
     ranks = [per_iteration_rank(v) for v in values]
     rank = max(ranks)
-    lengths = [[] for _ in range(rank)]  # per output dim: (operand, lengths) pairs
+    values, lengths = _varying(ctx, list(values), ranks, rank)
+    fixed = _fixed_sizes(values, ranks, rank, lengths)
+    tensors = [v.padded if isinstance(v, Ragged) else v.tensor for v in values]
+    out_lengths = []
+    for out, found in enumerate(lengths):
+        axis = {k: 1 + out - (rank - ranks[k]) for k, _ in found}
+        if not found:
+            out_lengths.append(None)
+        elif out in fixed:
+            for k, length in found:
+                tensors[k] = _broadcast_to_size(ctx, tensors[k], axis[k], length, fixed[out])
+            out_lengths.append(None)
+        else:
+            out_lengths.append(_line_up(ctx, tensors, values, found, axis))
+    for k, (v, r) in enumerate(zip(values, ranks)):  # one rank for all
+        if v.is_stacked and r < rank:
+            d = shapes.dims(tensors[k], ctx.n)
+            tensors[k] = shapes.reshape(tensors[k], d[:1] + [1] * (rank - r) + d[1:])
+        elif not v.is_stacked:
+            tensors[k] = shapes.lift_contraction(tensors[k], rank + 1)
+    return tensors, out_lengths
+
+
+def _varying(ctx, values, ranks, rank):
+    """Per output dimension, the ``(operand, lengths)`` pairs of the operands that vary
+    there; an operand of no static size in such a dimension (the same in every
+    iteration) becomes a ragged one with its size as lengths."""
+    lengths = [[] for _ in range(rank)]
     for k, (v, r) in enumerate(zip(values, ranks)):
         if isinstance(v, Ragged):
             for d in v.ragged_axes:
                 lengths[d + rank - r].append((k, v.lengths[d]))
-    values = list(values)
     for k, (v, r) in enumerate(zip(values, ranks)):
         static = v.shape.as_list()
         unknown = [d for d in range(r) if lengths[d + rank - r] and static[d] is None
@@ -63,7 +89,12 @@ def broadcast(ctx, values):
             values[k] = sized(ctx, v, unknown)
             for d in unknown:
                 lengths[d + rank - r].append((k, values[k].lengths[d]))
-    fixed = {}  # output dim -> a static size > 1 of an operand that does not vary there
+    return values, lengths
+
+
+def _fixed_sizes(values, ranks, rank, lengths) -> dict:
+    """Output dim -> a static size > 1 of an operand that does not vary there."""
+    fixed = {}
     for k, (v, r) in enumerate(zip(values, ranks)):
         static = v.shape.as_list()
         for d in range(r):
@@ -74,49 +105,34 @@ def broadcast(ctx, values):
                     raise Decline(f"input {k} has a size unknown statically in a dimension "
                                   "where another input's size differs per iteration")
                 fixed[out] = static[d]
-    tensors = [v.padded if isinstance(v, Ragged) else v.tensor for v in values]
-    out_lengths = []
-    for out, found in enumerate(lengths):
-        if not found:
-            out_lengths.append(None)
-            continue
-        if out in fixed:
-            for k, length in found:
-                tensors[k] = _broadcast_to_size(ctx, tensors[k], 1 + out - (rank - ranks[k]),
-                                                length, fixed[out])
-            out_lengths.append(None)
-            continue
-        axis = {k: 1 + out - (rank - ranks[k]) for k, _ in found}
-        width = shapes.widest([padded_dims(ctx, values[k])[axis[k]] for k, _ in found])
-        for k, _ in found:
-            tensors[k] = shapes.pad_axis(tensors[k], axis[k], width)
-        unique = []
-        for _, length in found:
-            if not any(length is u for u in unique):
-                unique.append(length)
-        if len(unique) == 1:
-            out_lengths.append(unique[0])
-            continue
-        total = unique[0]
-        for other in unique[1:]:
-            fits = tf.reduce_all(tf.equal(total, other) | tf.equal(total, 1)
-                                 | tf.equal(other, 1))
-            total = ctx.check(fits, "operands whose sizes differ per iteration do not "
-                              "broadcast (the loop would fail on a shape mismatch):",
-                              [total, other], tensor=tf.where(tf.equal(total, 1), other, total))
-        for k, length in found:  # an operand of size 1 here repeats its one slice
-            t = tensors[k]
-            first = t[(slice(None),) * axis[k] + (slice(0, 1),)]  # empty if t is
-            one = tf.reshape(tf.equal(length, 1), [-1] + [1] * (t.shape.rank - 1))
-            tensors[k] = tf.where(one, first, t)
-        out_lengths.append(total)
-    for k, (v, r) in enumerate(zip(values, ranks)):
-        if v.is_stacked and r < rank:
-            d = shapes.dims(tensors[k], ctx.n)
-            tensors[k] = shapes.reshape(tensors[k], d[:1] + [1] * (rank - r) + d[1:])
-        elif not v.is_stacked:
-            tensors[k] = shapes.lift_contraction(tensors[k], rank + 1)
-    return tensors, out_lengths
+    return fixed
+
+
+def _line_up(ctx, tensors, values, found, axis):
+    """The operands ``found`` vary in one output dimension (at ``axis[k]`` of operand
+    k): padded to one width, their sizes checked to broadcast, an operand of size 1
+    repeating its one slice. Returns the output's lengths there."""
+    width = shapes.widest([padded_dims(ctx, values[k])[axis[k]] for k, _ in found])
+    for k, _ in found:
+        tensors[k] = shapes.pad_axis(tensors[k], axis[k], width)
+    unique = []
+    for _, length in found:
+        if not any(length is u for u in unique):
+            unique.append(length)
+    if len(unique) == 1:
+        return unique[0]
+    total = unique[0]
+    for other in unique[1:]:
+        fits = tf.reduce_all(tf.equal(total, other) | tf.equal(total, 1) | tf.equal(other, 1))
+        total = ctx.check(fits, "operands whose sizes differ per iteration do not "
+                          "broadcast (the loop would fail on a shape mismatch):",
+                          [total, other], tensor=tf.where(tf.equal(total, 1), other, total))
+    for k, length in found:  # an operand of size 1 here repeats its one slice
+        t = tensors[k]
+        first = t[(slice(None),) * axis[k] + (slice(0, 1),)]  # empty if t is
+        one = tf.reshape(tf.equal(length, 1), [-1] + [1] * (t.shape.rank - 1))
+        tensors[k] = tf.where(one, first, t)
+    return total
 
 
 def sized(ctx, value, axes) -> Ragged:

@@ -288,7 +288,8 @@ def test_same_shape_kernels(names, shape, dtype, stacked, n, seed):
 
 @settings(max_examples=35)
 @given(v1=st.booleans(), data=st.data(),
-       stacked=st.sampled_from(testing.invariance_combinations(3)), dtype=st.sampled_from(NUMERIC), n=n_st, seed=seeds)
+       stacked=st.sampled_from(testing.invariance_combinations(3)),
+       dtype=st.sampled_from(NUMERIC), n=n_st, seed=seeds)
 def test_selects(v1, data, stacked, dtype, n, seed):
     rng = np.random.default_rng(seed)
     if v1:
@@ -502,8 +503,8 @@ def test_ragged_unary(data):
     name = data.draw(st.sampled_from(sorted(RAGGED_UNARY)), label="op")
     n = data.draw(st.integers(0, 4), label="n")
     x, lengths = _ragged(data, n, inner=(2,))
-    testing.assert_matches_loop(lambda i: RAGGED_UNARY[name](testing.rows(x, lengths, i)), n, ragged=True,
-                                modes=testing.draw_modes(data))
+    testing.assert_matches_loop(lambda i: RAGGED_UNARY[name](testing.rows(x, lengths, i)), n,
+                                ragged=True, modes=testing.draw_modes(data))
 
 
 # Per-iteration shapes of the other operand against a ragged [L_i, 3]; per-iteration
@@ -557,8 +558,8 @@ def test_ragged_operands_broadcast_a_size_of_one(data):
         a, b = b, a
     x, y = _values(data, [n, WIDTH, 2]), _values(data, [n, WIDTH + 2, 2])
     a, b = tf.constant(a, tf.int32), tf.constant(b, tf.int32)
-    testing.assert_matches_loop(lambda i: testing.rows(x, a, i) * testing.rows(y, b, i), n, ragged=True,
-                                modes=testing.draw_modes(data))
+    testing.assert_matches_loop(lambda i: testing.rows(x, a, i) * testing.rows(y, b, i), n,
+                                ragged=True, modes=testing.draw_modes(data))
 
 
 def test_ragged_operands_of_other_sizes_fail_like_the_loop():
@@ -573,7 +574,8 @@ def test_varying_dimension_against_a_stacked_fixed_size():
     L_i is 1 or 3 (checked when it runs, the result is uniform), and fail otherwise."""
     x, s = tf.reshape(tf.range(2.0 * WIDTH), [2, WIDTH]), tf.reshape(tf.range(6.0), [2, 3])
     n = tf.constant([3, 1])
-    testing.assert_matches_loop(lambda i: testing.rows(x, n, i) + tf.gather(s, i), 2, modes=testing.RUN_MODES)
+    testing.assert_matches_loop(lambda i: testing.rows(x, n, i) + tf.gather(s, i), 2,
+                                modes=testing.RUN_MODES)
     testing.assert_fails_like_loop(
         lambda i: testing.rows(x, tf.constant([3, 2]), i) + tf.gather(s, i), 2, match="broadcast")
 

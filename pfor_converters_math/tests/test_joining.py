@@ -164,15 +164,17 @@ def test_joining(name, data):
     s, u = _values(data, [n, 2, D]), _values(data, [1, D])
     body = BODIES[name]
     testing.assert_matches_loop(
-             lambda i: body(testing.rows(x, a, i), testing.rows(y, a, i), testing.rows(z, b, i), tf.gather(s, i), u),
-             n, ragged=name not in FIXED, modes=testing.draw_modes(data))
+        lambda i: body(testing.rows(x, a, i), testing.rows(y, a, i), testing.rows(z, b, i),
+                       tf.gather(s, i), u),
+        n, ragged=name not in FIXED, modes=testing.draw_modes(data))
 
 
 def test_concat_of_other_sizes_along_a_fixed_axis_fails_like_the_loop():
     x = tf.ones([3, WIDTH, D])
     a, b = tf.constant([2, 3, 0]), tf.constant([2, 1, 0])
-    testing.assert_fails_like_loop(lambda i: tf.concat([testing.rows(x, a, i), testing.rows(x, b, i)], 1),
-                                   3, match="differ")
+    testing.assert_fails_like_loop(
+        lambda i: tf.concat([testing.rows(x, a, i), testing.rows(x, b, i)], 1), 3,
+        match="differ")
 
 
 def test_concat_of_a_varying_dimension_with_a_fixed_one_falls_back():
@@ -193,7 +195,7 @@ def test_gradients(data):
                                       "concat_fixed_axis"]), label="body")
     body = BODIES[name]
     testing.assert_gradients_match(
-             lambda i: tf.reduce_sum(tf.sqrt(tf.abs(body(testing.rows(x, a, i), testing.rows(x, a, i),
-                                                         testing.rows(z, b, i), tf.gather(s, i), u))
-                                             + 1.0), 0),
-             [x, z, s, u], n, chunked=data.draw(st.booleans(), label="chunked"))
+        lambda i: tf.reduce_sum(tf.sqrt(tf.abs(body(testing.rows(x, a, i), testing.rows(x, a, i),
+                                                    testing.rows(z, b, i), tf.gather(s, i), u))
+                                        + 1.0), 0),
+        [x, z, s, u], n, chunked=data.draw(st.booleans(), label="chunked"))

@@ -197,9 +197,7 @@ def _values(data, shape):
 
 
 def _draw(data):
-    n = data.draw(st.integers(0, 4), label="n")
-    lengths = tf.constant(data.draw(testing.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
-    return n, lengths, _values(data, [n, WIDTH, D])
+    return testing.draw_rows(data, width=WIDTH, inner=(D,))
 
 
 # Bodies of r = x[:n_i] ([L_i, D]), s = a stacked [D, 2], u = an invariant [D, 2].

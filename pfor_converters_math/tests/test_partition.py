@@ -9,7 +9,6 @@ import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings, strategies as st
 
-import pfor_core as pf
 from pfor_core import testing
 
 MAX_N, WIDTH = 4, 5
@@ -19,25 +18,6 @@ MAX_N, WIDTH = 4, 5
 # the loop (ragged results row by row); nothing falls back.
 check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
                           ragged_outputs=True)
-
-
-def check_gradient(body, source, n):
-    """The gradient of a sum of sines of the (ragged) results equals the loop's."""
-    def loss(outs):
-        outs = [o.flat_values if isinstance(o, tf.RaggedTensor) else o
-                for o in tf.nest.flatten(outs) if o.dtype.is_floating]
-        return tf.add_n([tf.reduce_sum(tf.sin(o)) for o in outs])
-
-    with tf.GradientTape() as tape:
-        tape.watch(source)
-        got = tape.gradient(loss(pf.pfor(body, n, fallback="error", ragged_outputs=True)),
-                            source)
-    with tf.GradientTape() as tape:
-        tape.watch(source)
-        want = tape.gradient(tf.add_n([loss(body(tf.constant(i))) for i in range(n)]),
-                             source)
-    np.testing.assert_allclose(tf.convert_to_tensor(got).numpy(),
-                               tf.convert_to_tensor(want).numpy(), rtol=1e-4, atol=1e-5)
 
 
 @settings(max_examples=10, deadline=None)
@@ -58,7 +38,7 @@ def test_dynamic_partition(n, count, data, inner, seed):
 
     check(body, n)
     if n:
-        check_gradient(body, xs, n)
+        testing.assert_gradients_match(body, [xs], n, ragged=True)
 
 
 def test_partitions_out_of_range_fail_like_the_loop():

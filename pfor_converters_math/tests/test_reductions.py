@@ -284,8 +284,9 @@ def test_ragged_reductions(dtype, data):
     axis = data.draw(st.sampled_from([0, 1, -1, [0, 1], [], None, -2]), label="axis")
     keepdims = data.draw(st.booleans(), label="keepdims")
     ragged = axis in (1, -1, [])  # the ragged axis is kept
-    testing.assert_matches_loop(lambda i: op(testing.rows(x, lengths, i), axis=axis, keepdims=keepdims),
-                                n, ragged=ragged, modes=testing.draw_modes(data))
+    testing.assert_matches_loop(
+        lambda i: op(testing.rows(x, lengths, i), axis=axis, keepdims=keepdims),
+        n, ragged=ragged, modes=testing.draw_modes(data))
 
 
 @settings(max_examples=12)
@@ -319,8 +320,9 @@ def test_ragged_scans(data):
     axis = data.draw(st.sampled_from([0, 1, -2]), label="axis")
     exclusive, reverse = data.draw(st.booleans()), data.draw(st.booleans())
     testing.assert_matches_loop(
-             lambda i: op(testing.rows(x, lengths, i), axis=axis, exclusive=exclusive, reverse=reverse),
-             n, ragged=True, modes=testing.draw_modes(data))
+        lambda i: op(testing.rows(x, lengths, i), axis=axis, exclusive=exclusive,
+                     reverse=reverse),
+        n, ragged=True, modes=testing.draw_modes(data))
 
 
 GRADIENT_BODIES = {
@@ -345,4 +347,5 @@ def test_gradients(data):
     name = data.draw(st.sampled_from(sorted(GRADIENT_BODIES)), label="body")
     body = GRADIENT_BODIES[name]
     chunked = data.draw(st.booleans(), label="chunked")
-    testing.assert_gradients_match(lambda i: body(testing.rows(x, lengths, i)), [x], n, chunked=chunked)
+    testing.assert_gradients_match(lambda i: body(testing.rows(x, lengths, i)), [x], n,
+                                   chunked=chunked)

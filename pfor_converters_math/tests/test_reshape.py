@@ -25,17 +25,8 @@ DIMS = st.lists(st.integers(0, 4), max_size=4)
 EAGER, EAGER_OR_UNKNOWN = ("eager",), ("eager", "unknown_shapes")
 
 
-def make(rng, shape, dtype=np.float32):
-    """Random values of a shape: small ints for integer dtypes."""
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(-5, 5, size=shape).astype(dtype)
-    if np.issubdtype(dtype, np.complexfloating):
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
-
-
 def arg(rng, shape, stacked, n, dtype=np.float32):
-    return make(rng, ([n] if stacked else []) + list(shape), dtype)
+    return testing.random_values(rng, ([n] if stacked else []) + list(shape), dtype)
 
 
 def rows(value, n):

@@ -19,17 +19,8 @@ ITERS = st.sampled_from([0, 1, 2, 3])
 DIMS = st.lists(st.integers(0, 4), max_size=4)
 
 
-def make(rng, shape, dtype=np.float32):
-    """Random values of a shape: small ints for integer dtypes."""
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(-5, 5, size=shape).astype(dtype)
-    if np.issubdtype(dtype, np.complexfloating):
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
-
-
 def arg(rng, shape, stacked, n, dtype=np.float32):
-    return make(rng, ([n] if stacked else []) + list(shape), dtype)
+    return testing.random_values(rng, ([n] if stacked else []) + list(shape), dtype)
 
 
 @given(data=st.data(), shapes=st.lists(DIMS, min_size=1, max_size=3), n=ITERS,
@@ -79,17 +70,8 @@ def test_stacked_shapes_not_known_statically(op_type):
 WIDTH, D = 5, 3
 
 
-def _values(data, shape):
-    size = int(np.prod(shape))
-    return tf.constant(np.asarray(data.draw(st.lists(
-        st.floats(-2, 2, width=32), min_size=size, max_size=size), label="values"),
-        np.float32).reshape(shape))
-
-
 def _draw(data):
-    n = data.draw(st.integers(0, 4), label="n")
-    lengths = tf.constant(data.draw(testing.lengths_strategy(n, WIDTH), label="lengths"), tf.int32)
-    return n, lengths, _values(data, [n, WIDTH, D])
+    return testing.draw_rows(data, width=WIDTH, inner=(D,))
 
 
 SHAPE = {

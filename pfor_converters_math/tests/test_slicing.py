@@ -350,27 +350,6 @@ def check_rows(body, n):
     testing.assert_matches_loop(body, n, ragged=True, modes=testing.RUN_MODES)
 
 
-def check_gradient(body, n, source):
-    """The gradient of a loss over every row's elements, through pfor and the loop."""
-    with tf.GradientTape() as tape:
-        tape.watch(source)
-        out = pf.pfor(body, n, fallback="error", ragged_outputs=True)
-        flat = out.flat_values if isinstance(out, tf.RaggedTensor) else out
-        got_loss = tf.reduce_sum(tf.sin(flat) * 1.5)
-    got = tape.gradient(got_loss, source)
-    if got is None:  # no row has an element
-        got = tf.zeros_like(source)
-    with tf.GradientTape() as tape:
-        tape.watch(source)
-        want_loss = tf.add_n([tf.reduce_sum(tf.sin(body(tf.constant(i))) * 1.5)
-                              for i in range(n)] + [tf.zeros([])])
-    want = tape.gradient(want_loss, source)
-    if want is None:
-        want = tf.zeros_like(source)
-    np.testing.assert_allclose(tf.convert_to_tensor(got).numpy(), want.numpy(), rtol=1e-5,
-                               atol=1e-6)
-
-
 def _x(shape, seed):
     return tf.constant(np.random.default_rng(seed).normal(size=shape), tf.float32)
 
@@ -407,14 +386,14 @@ def test_strided_slices_with_stacked_bounds(name, n, shape, stacked_x, seed):
 
     check_rows(body, n)
     if n and not stacked_x:
-        check_gradient(body, n, x)
+        testing.assert_gradients_match(body, [x], n, ragged=True)
 
 
 def test_lengths_including_empty_rows():
     x = tf.reshape(tf.range(12.0), [3, 4])
     lengths = tf.constant([2, 0, 4])
     check_rows(lambda i: x[i, :lengths[i]], 3)
-    check_gradient(lambda i: x[i, :lengths[i]], 3, x)
+    testing.assert_gradients_match(lambda i: x[i, :lengths[i]], [x], 3, ragged=True)
 
 
 def test_slices_of_a_ragged_value_resolve_bounds_per_row():
@@ -427,7 +406,7 @@ def test_slices_of_a_ragged_value_resolve_bounds_per_row():
     check_rows(lambda i: row(i)[-2:], 3)
     check_rows(lambda i: tf.stack([row(i)[-1], row(i)[0]]), 3)
     check_rows(lambda i: tf.slice(row(i), [1], [-1]), 3)
-    check_gradient(lambda i: row(i)[1:], 3, x)
+    testing.assert_gradients_match(lambda i: row(i)[1:], [x], 3, ragged=True)
 
 
 def test_a_shrunk_index_out_of_a_rows_range_fails_like_the_loop():
@@ -445,8 +424,9 @@ def test_windows_clipped_at_the_end_of_the_axis(n):
     marked usually uniform); inside the axis it stays stacked."""
     x = tf.reshape(tf.range(12.0), [4, 3])
     check_rows(lambda i: x[i:i + 2], n)
-    testing.assert_matches_loop(lambda i: tf.reduce_sum(x[i:i + 2] ** 2, 0), n, modes=testing.RUN_MODES)
-    check_gradient(lambda i: x[i:i + 2] * 2.0, n, x)
+    testing.assert_matches_loop(lambda i: tf.reduce_sum(x[i:i + 2] ** 2, 0), n,
+                                modes=testing.RUN_MODES)
+    testing.assert_gradients_match(lambda i: x[i:i + 2] * 2.0, [x], n, ragged=True)
     testing.assert_gradients_match(lambda i: tf.reduce_sum(tf.sin(x[i:i + 2, 1:])), [x], n)
 
 
@@ -513,7 +493,7 @@ def test_slice_with_stacked_begin_and_size(n, rows, cols, stacked_x, to_end, see
 
     check_rows(body, n)
     if n and not stacked_x:
-        check_gradient(body, n, xs[0])
+        testing.assert_gradients_match(body, [xs[0]], n, ragged=True)
 
 
 def test_slice_out_of_range_fails_like_the_loop():
@@ -570,7 +550,8 @@ def test_rows_of_a_captured_ragged_tensor():
 def test_gradient_through_rows_of_a_ragged_tensor():
     values = tf.constant([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     splits = tf.constant([0, 2, 2, 5, 6], tf.int64)
-    check_gradient(lambda i: tf.RaggedTensor.from_row_splits(values, splits)[i], 4, values)
+    testing.assert_gradients_match(lambda i: tf.RaggedTensor.from_row_splits(values, splits)[i],
+                                   [values], 4, ragged=True)
 
 
 def test_rows_of_a_ragged_tensor_of_ragged_rank_2():

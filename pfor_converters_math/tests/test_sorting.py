@@ -130,25 +130,6 @@ check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
                           ragged_outputs=True)
 
 
-def check_gradient(body, source, n):
-    """The gradient of a sum of sines of the (ragged) results equals the loop's."""
-    def loss(outs):
-        outs = [o.flat_values if isinstance(o, tf.RaggedTensor) else o
-                for o in tf.nest.flatten(outs) if o.dtype.is_floating]
-        return tf.add_n([tf.reduce_sum(tf.sin(o)) for o in outs])
-
-    with tf.GradientTape() as tape:
-        tape.watch(source)
-        got = tape.gradient(loss(pf.pfor(body, n, fallback="error", ragged_outputs=True)),
-                            source)
-    with tf.GradientTape() as tape:
-        tape.watch(source)
-        want = tape.gradient(tf.add_n([loss(body(tf.constant(i))) for i in range(n)]),
-                             source)
-    np.testing.assert_allclose(tf.convert_to_tensor(got).numpy(),
-                               tf.convert_to_tensor(want).numpy(), rtol=1e-4, atol=1e-5)
-
-
 @settings(max_examples=10, deadline=None)
 @given(n=st.integers(0, MAX_N), matrix=st.booleans(), stacked=st.booleans(),
        ties=st.booleans(), dtype=st.sampled_from([tf.float32, tf.int32]),
@@ -165,7 +146,7 @@ def test_top_k_with_a_per_iteration_k(n, matrix, stacked, ties, dtype, seed):
 
     check(body, n)
     if n and dtype == tf.float32:
-        check_gradient(body, xs, n)
+        testing.assert_gradients_match(body, [xs], n, ragged=True)
 
 
 def test_top_k_of_k_out_of_range_fails_like_the_loop():

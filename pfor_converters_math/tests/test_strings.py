@@ -17,7 +17,8 @@ NUMBERS = np.array(["1", "-2.5", "3e2", "0", "17", "-0.125"])
 
 
 def strings(rng, shape, pieces=PIECES):
-    flat = ["".join(rng.choice(pieces, size=rng.integers(0, 4))) for _ in range(int(np.prod(shape)))]
+    flat = ["".join(rng.choice(pieces, size=rng.integers(0, 4)))
+            for _ in range(int(np.prod(shape)))]
     return tf.constant(np.array(flat, dtype=object).reshape(shape), tf.string)
 
 

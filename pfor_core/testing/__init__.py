@@ -24,9 +24,10 @@ from pfor_core.testing.loop import (DRAWN_MODES, MODES, RUN_MODES, TOLERANCES, R
                                     assert_gradients_match, assert_matches_loop, assert_rows,
                                     assert_rows_match, assert_same_results, check_op,
                                     check_op_all_combinations, check_op_unknown_shapes,
-                                    draw_stacked, invariance_combinations, loop_fn_for, rows,
-                                    run_in_mode, sequential, tolerance)
-from pfor_core.testing.drawn import check, check_inputs, draw_modes, lengths_strategy
+                                    draw_stacked, invariance_combinations, loop_fn_for,
+                                    random_values, rows, run_in_mode, sequential, tolerance)
+from pfor_core.testing.drawn import (check, check_inputs, draw_modes, draw_rows,
+                                     lengths_strategy)
 from pfor_core.testing.packs import assert_pack_listed
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "assert_fails_like_loop", "assert_gradients_match", "assert_matches_loop",
     "assert_pack_listed", "assert_rows", "assert_rows_match", "assert_same_results",
     "check", "check_inputs", "check_op", "check_op_all_combinations",
-    "check_op_unknown_shapes", "draw_modes", "draw_stacked", "invariance_combinations",
-    "lengths_strategy", "loop_fn_for", "rows", "run_in_mode", "sequential", "tolerance",
+    "check_op_unknown_shapes", "draw_modes", "draw_rows", "draw_stacked",
+    "invariance_combinations", "lengths_strategy", "loop_fn_for", "random_values", "rows",
+    "run_in_mode", "sequential", "tolerance",
 ]

@@ -56,3 +56,22 @@ def lengths_strategy(n: int, max_len: int):
     from hypothesis import strategies as st  # pylint: disable=import-outside-toplevel
 
     return st.lists(st.integers(0, max_len), min_size=n, max_size=n)
+
+
+def draw_rows(data, *, width: int = 5, inner=(3,), max_n: int = 4):
+    """A loop length ``n``, per-iteration lengths (0 to ``width``) and padded float32
+    values ``[n, width, *inner]`` in [-2, 2]: the arguments of ``rows(x, lengths, i)``
+    for a body over values whose shape differs per iteration."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from hypothesis import strategies as st  # pylint: disable=import-outside-toplevel
+
+    n = data.draw(st.integers(0, max_n), label="n")
+    lengths = data.draw(lengths_strategy(n, width), label="lengths")
+    shape = [n, width, *inner]
+    size = int(np.prod(shape))
+    values = data.draw(st.lists(st.floats(-2, 2, width=32), min_size=size, max_size=size),
+                       label="values")
+    return (n, tf.constant(lengths, tf.int32),
+            tf.constant(np.asarray(values, np.float32).reshape(shape)))
+

@@ -221,6 +221,16 @@ def _assert_empty_like_body(got, loop_fn, where: str) -> None:
                 f"{e.shape}")
 
 
+def random_values(rng, shape, dtype=np.float32) -> np.ndarray:
+    """Random values of ``shape`` from a numpy ``Generator``: normal for floating and
+    complex dtypes, small integers (-5 to 4) for integer ones."""
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-5, 5, size=shape).astype(dtype)
+    if np.issubdtype(dtype, np.complexfloating):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
 def rows(x, lengths, i):
     """Iteration i's ragged value: the first ``lengths[i]`` rows of ``x[i]`` (a body
     makes a value whose shape differs between iterations with it)."""
@@ -246,24 +256,25 @@ def assert_rows_match(got, expected_rows, *, rtol=None, atol=None, where=""):
 
 
 def assert_gradients_match(loop_fn, sources, iters: int, *, chunked: bool = False,
-                           rtol=1e-4, atol=1e-5):
-    """Gradients of ``sum(w * loop_fn(i))`` (fixed weights; the body returns one shape)
-    with respect to ``sources`` (tensors the body captures), through pfor and through
-    the loop: equal, and NaN-free wherever the loop's are."""
+                           ragged: bool = False, rtol=1e-4, atol=1e-5):
+    """Gradients of ``sum(w * loop_fn(i))`` (fixed weights by position) with respect to
+    ``sources`` (tensors the body captures), through pfor and through the loop: equal,
+    and NaN-free wherever the loop's are. The body returns one shape in every
+    iteration, or with ``ragged=True`` any structure whose shapes may differ per
+    iteration (pfor with ``ragged_outputs=True``; its floating outputs are weighed)."""
     sources = list(sources)
-
-    def loss(values):
-        values = tf.convert_to_tensor(values)
-        weights = tf.cos(tf.reshape(tf.range(tf.size(values), dtype=tf.float32) * 0.7,
-                                    tf.shape(values)))
-        return tf.reduce_sum(tf.cast(values, tf.float32) * weights)
-
+    kwargs = {"parallel_iterations": 2} if chunked else {}
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(sources)
-        got = api.pfor(loop_fn, iters, fallback="error",
-                       **({"parallel_iterations": 2} if chunked else {}))
-        expected = tf.stack([loop_fn(tf.constant(j)) for j in range(iters)])
-        l_got, l_expected = loss(got), loss(expected)
+        got = api.pfor(loop_fn, iters, fallback="error", ragged_outputs=ragged, **kwargs)
+        if ragged:
+            rows = [_flat_floats(loop_fn(tf.constant(j))) for j in range(iters)]
+            l_got = tf.add_n([_weighed(v) for v in _flat_floats(got)] + [tf.constant(0.)])
+            l_expected = tf.add_n([_weighed(tf.concat(leaf, 0)) for leaf in zip(*rows)]
+                                  + [tf.constant(0.)])
+        else:
+            expected = tf.stack([loop_fn(tf.constant(j)) for j in range(iters)])
+            l_got, l_expected = _weighed(got), _weighed(expected)
     g_got = tape.gradient(l_got, sources)
     g_expected = tape.gradient(l_expected, sources)
     for k, (a, e) in enumerate(zip(g_got, g_expected)):
@@ -273,6 +284,22 @@ def assert_gradients_match(loop_fn, sources, iters: int, *, chunked: bool = Fals
         assert np.all(np.isfinite(a.numpy())[finite]), (
             f"gradient {k}: NaN/inf where the loop's is finite")
         assert_allclose(a, e, rtol=rtol, atol=atol, what=f"gradient {k}")
+
+
+def _weighed(values) -> tf.Tensor:
+    """``sum(w * values)`` with weights fixed by position."""
+    values = tf.convert_to_tensor(values)
+    weights = tf.cos(tf.reshape(tf.range(tf.size(values), dtype=tf.float32) * 0.7,
+                                tf.shape(values)))
+    return tf.reduce_sum(tf.cast(values, tf.float32) * weights)
+
+
+def _flat_floats(value) -> list:
+    """The floating leaves of ``value``, each flattened (a ragged one's values, which
+    are its rows' values one after the other)."""
+    leaves = tf.nest.flatten(value, expand_composites=False)
+    return [tf.reshape(leaf.flat_values if isinstance(leaf, tf.RaggedTensor) else leaf, [-1])
+            for leaf in leaves if leaf.dtype.is_floating]
 
 
 def assert_fails_like_loop(loop_fn, iters: int, *, error=tf.errors.InvalidArgumentError,

@@ -218,8 +218,34 @@ def convert_ragged_to_tensor(ctx):
     wanted = np.asarray(wanted).reshape(-1)
     if wanted.size == 1 and wanted[0] == -1 and out_rank != 1:
         wanted = np.full([out_rank], -1)
-    # Each level's row lengths (all iterations' rows one after the other) and each
-    # iteration's number of rows at that level.
+    lengths, rows, static_rows = _partition_levels(ctx, kinds, partitions)
+    rt = _stacked_ragged(ctx, values, lengths, rows)
+    out_shape = [None] + [None if d < 0 else int(d) for d in wanted]
+    if default.is_stacked:  # each iteration's own default where it has no value
+        dense = rt.to_tensor(shape=out_shape)
+        present = tf.ones_like(rt, dtype=tf.bool).to_tensor(shape=out_shape)
+        fill = default.tensor
+        fill = tf.reshape(fill, tf.concat([tf.shape(fill)[:1], tf.ones(
+            [dense.shape.rank - fill.shape.rank], tf.int32), tf.shape(fill)[1:]], 0))
+        dense = tf.where(present, dense, fill)
+    else:
+        dense = rt.to_tensor(default_value=default.tensor, shape=out_shape)
+    extents = _extents(ctx, wanted, out_rank, lengths, rows, static_rows)
+    # A size the body knows is every iteration's (e.g. rows counted by a constant).
+    static = ctx.output_shapes[0]
+    if static.rank == out_rank:
+        known = [static[d] is not None for d in range(out_rank)]
+        extents = [None if k else e for k, e in zip(known, extents)]
+        dense = dense[(slice(None),) + tuple(slice(0, static[d]) if known[d] else slice(None)
+                                             for d in range(out_rank))]
+    if all(e is None for e in extents):
+        return Stacked(tensor=dense)
+    return Ragged.from_stacked(dense, extents)
+
+
+def _partition_levels(ctx, kinds, partitions):
+    """Each level's row lengths (all iterations' rows one after the other), each
+    iteration's number of rows at that level, and the number of rows if invariant."""
     lengths, rows = [], []
     if kinds[0] == "FIRST_DIM_SIZE":
         rows.append(tf.cast(ctx.stack(partitions[0]), tf.int32))
@@ -237,36 +263,33 @@ def convert_ragged_to_tensor(ctx):
             lengths.append(level)
             rows.append(count)
     else:
-        return ctx.decline(f"row partition types {kinds}")
+        raise Decline(f"row partition types {kinds}")
+    return lengths, rows, static_rows
+
+
+def _stacked_ragged(ctx, values, lengths, rows) -> tf.RaggedTensor:
+    """The iterations' ragged tensors as one, the iteration axis outermost.
+
+    In each iteration the kernel requires every level's row lengths to add up to the
+    next level's number of rows; of the values it reads as many as the last level's
+    lengths add up to and ignores any further ones: so do we, keeping each iteration's
+    first ones. More than there are is an error (the loop would read past the end)."""
     flat, counts, _ = _vector(ctx, values) if values.shape.rank == 1 else _values(ctx, values)
-    # In each iteration the kernel requires every level's row lengths to add up to the
-    # next level's number of rows; of the values it reads as many as the last level's
-    # lengths add up to and ignores any further ones: so do we, keeping each
-    # iteration's first ones. More than there are is an error (the loop would read
-    # past the end).
     used = [_sum_per_iteration(ctx, level, rows[k]) for k, level in enumerate(lengths)]
     for k in range(1, len(lengths)):
         fits = tf.reduce_all(tf.equal(used[k - 1], rows[k]))
         lengths[k] = ctx.check(fits, "RaggedTensorToTensor: a row partition's size differs "
                                "from the number of rows the one above it makes",
                                tensor=lengths[k])
-    flat = _first(ctx, flat, counts, used[-1])
-    rt = flat
+    rt = _first(ctx, flat, counts, used[-1])
     for level in reversed(lengths):
         rt = tf.RaggedTensor.from_row_lengths(rt, tf.cast(level, tf.int64), validate=False)
-    rt = tf.RaggedTensor.from_row_lengths(rt, tf.cast(rows[0], tf.int64), validate=False)
-    out_shape = [None] + [None if d < 0 else int(d) for d in wanted]
-    if default.is_stacked:  # each iteration's own default where it has no value
-        dense = rt.to_tensor(shape=out_shape)
-        present = tf.ones_like(rt, dtype=tf.bool).to_tensor(shape=out_shape)
-        fill = default.tensor
-        fill = tf.reshape(fill, tf.concat([tf.shape(fill)[:1], tf.ones(
-            [dense.shape.rank - fill.shape.rank], tf.int32), tf.shape(fill)[1:]], 0))
-        dense = tf.where(present, dense, fill)
-    else:
-        dense = rt.to_tensor(default_value=default.tensor, shape=out_shape)
-    # Each iteration's extent: the fixed size where ``shape`` gives one, else its rows
-    # (dimension 0) or its longest row (the others); inner dimensions are uniform.
+    return tf.RaggedTensor.from_row_lengths(rt, tf.cast(rows[0], tf.int64), validate=False)
+
+
+def _extents(ctx, wanted, out_rank, lengths, rows, static_rows) -> list:
+    """Each iteration's extent: the fixed size where ``shape`` gives one, else its rows
+    (dimension 0) or its longest row (the others); inner dimensions are uniform."""
     extents = [None if wanted[0] >= 0 or static_rows is not None else rows[0]]
     for k, level in enumerate(lengths):
         if wanted[k + 1] >= 0:
@@ -275,17 +298,7 @@ def convert_ragged_to_tensor(ctx):
         owner = tf.repeat(tf.range(ctx.n), rows[k])
         longest = tf.math.unsorted_segment_max(tf.cast(level, tf.int32), owner, ctx.n)
         extents.append(tf.maximum(longest, 0))
-    extents += [None] * (out_rank - len(extents))
-    # A size the body knows is every iteration's (e.g. rows counted by a constant).
-    static = ctx.output_shapes[0]
-    if static.rank == out_rank:
-        known = [static[d] is not None for d in range(out_rank)]
-        extents = [None if k else e for k, e in zip(known, extents)]
-        dense = dense[(slice(None),) + tuple(slice(0, static[d]) if known[d] else slice(None)
-                                             for d in range(out_rank))]
-    if all(e is None for e in extents):
-        return Stacked(tensor=dense)
-    return Ragged.from_stacked(dense, extents)
+    return extents + [None] * (out_rank - len(extents))
 
 
 def _values(ctx, values):
