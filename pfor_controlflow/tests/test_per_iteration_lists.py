@@ -41,7 +41,7 @@ def test_drawn_sizes_positions_and_layouts(data):
         return (tf.reduce_sum(stacked, 0), tf.reduce_max(stacked, 0), ta.size(),
                 ta.read(where), ta.read(0))
 
-    got = testing.assert_matches_loop(body, n, modes=testing.RUN_MODES)
+    got = testing.assert_matches_loop(body, n, modes=testing.draw_modes(data))
     want = [s + (1 if dynamic else 0) for s in sizes]
     assert got[2].numpy().tolist() == want
 

@@ -129,7 +129,8 @@ MAX_N = 4
 
 
 # pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
-# the loop (ragged results row by row); nothing falls back.
+# the loop (ragged results row by row); nothing falls back. Property tests draw one of
+# the modes per example instead (the examples cover all three).
 check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
                           ragged_outputs=True)
 
@@ -138,8 +139,9 @@ sizes = st.lists(st.integers(0, 3), min_size=MAX_N, max_size=MAX_N)
 
 
 @settings(max_examples=12, deadline=None)
-@given(n=st.integers(0, MAX_N), k=sizes, stacked_value=st.booleans(), fixed=st.booleans())
-def test_ragged_fill(n, k, stacked_value, fixed):
+@given(n=st.integers(0, MAX_N), k=sizes, stacked_value=st.booleans(), fixed=st.booleans(),
+       mode=st.sampled_from(testing.RUN_MODES))
+def test_ragged_fill(n, k, stacked_value, fixed, mode):
     k = tf.constant(k)
     values = tf.constant([1.5, -2., 3., 0.5])
 
@@ -148,12 +150,13 @@ def test_ragged_fill(n, k, stacked_value, fixed):
         dims = tf.stack([tf.gather(k, i), 2]) if fixed else tf.stack([tf.gather(k, i), k[0] + i])
         return tf.fill(dims, value)
 
-    check(body, n)
+    check(body, n, modes=(mode,))
 
 
 @settings(max_examples=12, deadline=None)
-@given(n=st.integers(0, MAX_N), k=sizes, stacked=st.booleans(), row=st.booleans())
-def test_ragged_broadcast_to(n, k, stacked, row):
+@given(n=st.integers(0, MAX_N), k=sizes, stacked=st.booleans(), row=st.booleans(),
+       mode=st.sampled_from(testing.RUN_MODES))
+def test_ragged_broadcast_to(n, k, stacked, row, mode):
     k = tf.constant(k)
     x = tf.reshape(tf.range(8, dtype=tf.float32), [MAX_N, 2])
 
@@ -162,12 +165,13 @@ def test_ragged_broadcast_to(n, k, stacked, row):
         value = value[None] if row else value
         return tf.broadcast_to(value, tf.stack([tf.gather(k, i), 2]))
 
-    check(body, n)
+    check(body, n, modes=(mode,))
 
 
 @settings(max_examples=12, deadline=None)
-@given(n=st.integers(0, MAX_N), k=sizes, stacked=st.booleans())
-def test_ragged_tile(n, k, stacked):
+@given(n=st.integers(0, MAX_N), k=sizes, stacked=st.booleans(),
+       mode=st.sampled_from(testing.RUN_MODES))
+def test_ragged_tile(n, k, stacked, mode):
     k = tf.constant(k)
     x = tf.reshape(tf.range(8, dtype=tf.float32), [MAX_N, 2])
 
@@ -175,7 +179,7 @@ def test_ragged_tile(n, k, stacked):
         value = tf.gather(x, i) if stacked else x[1]
         return tf.tile(value, tf.reshape(tf.gather(k, i), [1]))
 
-    check(body, n)
+    check(body, n, modes=(mode,))
 
 
 def test_negative_dims_fail_like_the_loop():

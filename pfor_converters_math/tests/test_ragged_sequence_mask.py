@@ -15,18 +15,20 @@ MAX_N = 4
 
 
 # pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
-# the loop (ragged results row by row); nothing falls back.
+# the loop (ragged results row by row); nothing falls back. Property tests draw one of
+# the modes per example instead (the examples cover all three).
 check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
                           ragged_outputs=True)
 
 
 @settings(max_examples=16, deadline=None)
 @given(n=st.integers(0, MAX_N), shape=st.lists(st.integers(0, 3), min_size=1, max_size=2),
-       dtype=st.sampled_from([tf.bool, tf.float32, tf.int32]), seed=st.integers(0, 2**16))
-def test_sequence_mask_without_maxlen(n, shape, dtype, seed):
+       dtype=st.sampled_from([tf.bool, tf.float32, tf.int32]), seed=st.integers(0, 2**16),
+       mode=st.sampled_from(testing.RUN_MODES))
+def test_sequence_mask_without_maxlen(n, shape, dtype, seed, mode):
     rng = np.random.default_rng(seed)
     lengths = tf.constant(rng.integers(0, 5, size=[MAX_N] + shape), tf.int32)
-    check(lambda i: tf.sequence_mask(lengths[i], dtype=dtype), n)
+    check(lambda i: tf.sequence_mask(lengths[i], dtype=dtype), n, modes=(mode,))
 
 
 def test_sequence_mask_of_zero_lengths_and_a_masked_sum():

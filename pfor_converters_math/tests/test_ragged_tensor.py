@@ -22,7 +22,8 @@ MAX_N = 4
 
 
 # pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
-# the loop (ragged results row by row); nothing falls back.
+# the loop (ragged results row by row); nothing falls back. Property tests draw one of
+# the modes per example instead (the examples cover all three).
 check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
                           ragged_outputs=True)
 
@@ -292,8 +293,9 @@ def test_gather_of_ragged_params_out_of_range_fails_like_the_loop():
 
 @settings(max_examples=4, deadline=None)
 @given(n=st.integers(0, MAX_N), seed=st.integers(0, 2**16), default=st.integers(-2, 2),
-       shape=st.sampled_from([None, [None, 2], [2, None], [None, None]]))
-def test_to_tensor_of_drawn_row_splits(n, seed, default, shape):
+       shape=st.sampled_from([None, [None, 2], [2, None], [None, None]]),
+       mode=st.sampled_from(testing.RUN_MODES))
+def test_to_tensor_of_drawn_row_splits(n, seed, default, shape, mode):
     rng = np.random.default_rng(seed)
     splits, sizes, counts = np.zeros([MAX_N, 4], np.int64), [], []
     for j in range(MAX_N):
@@ -310,14 +312,14 @@ def test_to_tensor_of_drawn_row_splits(n, seed, default, shape):
                                              validate=False)
         return rt.to_tensor(default_value=tf.constant(default, tf.int64), shape=shape)
 
-    check(body, n)
+    check(body, n, modes=(mode,))
 
     def per_iteration_default(i):  # each iteration's own default value
         rt = tf.RaggedTensor.from_row_splits(values[i, :counts[i]], splits[i, :sizes[i]],
                                              validate=False)
         return rt.to_tensor(default_value=tf.cast(i, tf.int64) + default, shape=shape)
 
-    check(per_iteration_default, n)
+    check(per_iteration_default, n, modes=(mode,))
 
 
 def test_to_tensor_with_a_per_iteration_default_of_rows():
