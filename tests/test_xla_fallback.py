@@ -30,10 +30,6 @@ BODIES = {
 }
 
 
-def _plain_loop(body, n):
-    return tf.stack([body(tf.constant(j)) for j in range(n)])
-
-
 def _compiled_pfor(body, n, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", pf.FallbackWarning)
@@ -49,7 +45,7 @@ def test_fallback_ops_that_need_constants_compile(name):
         tf.function(lambda: pf.pfor(body, 4, fallback="warn"), jit_compile=True)()
     assert any(issubclass(w.category, pf.FallbackWarning) for w in caught), (
         "the body must exercise the fallback")
-    tf.function(lambda: _plain_loop(body, 4), jit_compile=True)()  # the plain loop compiles
+    tf.function(lambda: testing.sequential(body, 4), jit_compile=True)()  # the plain loop compiles
     testing.assert_same_results(_compiled_pfor(body, 4), testing.sequential(body, 4))
 
 
