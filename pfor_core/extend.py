@@ -15,8 +15,8 @@ project's own packs. docs/extending.rst documents every name below.
 - Registration patterns, converters for whole families of ops: ``elementwise``,
   ``broadcasting``, ``batch_polymorphic``; and the pattern helpers ``fold_into_batch``
   / ``unfold_from_batch`` (the stacked axis folded into a kernel's batch axis and back).
-- ``ragged_patterns``: the same for ragged operands: ``broadcast`` (operands lined up
-  for numpy broadcasting, per-iteration sizes checked), ``sized`` (a value of sizes
+- ``padded_operands``: the same for ragged (padded) operands: ``broadcast`` (operands
+  lined up for numpy broadcasting, per-iteration sizes checked), ``sized`` (a value of sizes
   unknown statically as a ragged one), ``result`` (a converter's ragged result, its
   padding zeroed), ``per_iteration_rank`` and ``padded_dims``.
 - ``thin_products``: sums of thin matrix products contracted once (``thin``,
@@ -36,7 +36,7 @@ array([0.   , 1.175], dtype=float32)
 >>> pf.default_registry().remove("Sinh", convert_sinh)
 """
 
-from pfor_core import ragged_patterns, shapes, thin_products
+from pfor_core import padded_operands, shapes, thin_products
 from pfor_core.context import ConvertContext, Converted
 from pfor_core.emit import find_function
 from pfor_core.errors import ConversionError, Decline
@@ -52,6 +52,6 @@ __all__ = [
     "ConversionError", "ConvertContext", "Converted", "Decline", "Invariant", "NotStacked",
     "PackRegistrar", "Ragged", "Stacked", "View", "batch_polymorphic", "broadcasting",
     "elementwise", "find_function", "fold_into_batch", "hookimpl", "op_types_of",
-    "ragged_from_flat", "ragged_patterns", "shapes", "thin_products", "unfold_from_batch",
+    "padded_operands", "ragged_from_flat", "shapes", "thin_products", "unfold_from_batch",
     "usually_uniform",
 ]

@@ -11,7 +11,7 @@ where they would otherwise need tiling.
 Ragged values (pattern letter R): a unary op runs on the padded tensor; its padding is
 then zeroed by a select, except for ops that map zero to zero (and False to False), whose
 padding stays zero by itself. Broadcasting ops line their operands up
-(``extend.ragged_patterns.broadcast``: ragged operands padded to one width,
+(``extend.padded_operands.broadcast``: ragged operands padded to one width,
 per-iteration sizes checked to broadcast as the loop's shapes would) and mask the
 result. Kernels that want
 equal shapes (TanhGrad, ...) and AddN take operands whose sizes are checked equal per
@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from pfor_core.extend import (Decline, Ragged, Stacked, broadcasting, elementwise,
-                              ragged_patterns, shapes)
+                              padded_operands, shapes)
 
 from pfor_converters_math import special
 from pfor_converters_math.ragged_common import same_lengths
@@ -188,7 +188,7 @@ def convert_unary(ctx):
     """A unary elementwise op on the padded tensor, the padding zeroed again."""
     x = ctx.inputs[0]
     out = ctx.emit(x.padded)[0]
-    return ragged_patterns.result(out, x.lengths, masked=ctx.op_type not in _ZERO_PRESERVING)
+    return padded_operands.result(out, x.lengths, masked=ctx.op_type not in _ZERO_PRESERVING)
 
 
 # Binary ops with f(0, 0) == 0: between ragged operands (padding zero in all of them,
@@ -202,10 +202,10 @@ def convert_broadcasting(ctx):
     """An n-ary op with numpy broadcasting, at least one operand ragged."""
     clean = ((ctx.op_type in _ZERO_PRESERVING_BINARY and _same_lengths(ctx.inputs))
              or _scaled_by_a_finite_constant(ctx))
-    tensors, lengths = ragged_patterns.broadcast(ctx, ctx.inputs)
+    tensors, lengths = padded_operands.broadcast(ctx, ctx.inputs)
     # (where an operand's size was not known statically but the op's is, the walk
     # fits the result to it: results.check)
-    return ragged_patterns.result(ctx.emit(*tensors)[0], lengths, masked=not clean)
+    return padded_operands.result(ctx.emit(*tensors)[0], lengths, masked=not clean)
 
 
 def _scaled_by_a_finite_constant(ctx) -> bool:
@@ -242,7 +242,7 @@ def convert_equal_shapes(ctx):
     dimension where another varies (a stacked one, or a ragged one that varies
     elsewhere: a nested pfor's masked loop may mark a row count as varying) is checked
     there by its size, which is then the same in every iteration."""
-    ranks = {ragged_patterns.per_iteration_rank(v) for v in ctx.inputs}
+    ranks = {padded_operands.per_iteration_rank(v) for v in ctx.inputs}
     if len(ranks) != 1:
         return ctx.decline("operands of different ranks")
     axes = sorted({d for v in ctx.inputs if isinstance(v, Ragged) for d in v.ragged_axes})
@@ -250,22 +250,22 @@ def convert_equal_shapes(ctx):
         return [d for d in axes if not (isinstance(v, Ragged) and v.lengths[d] is not None)]
 
     inputs = [v if isinstance(v, Ragged) and set(axes) <= set(v.ragged_axes)
-              else ragged_patterns.sized(ctx, v, fixed_axes(v)) for v in ctx.inputs]
+              else padded_operands.sized(ctx, v, fixed_axes(v)) for v in ctx.inputs]
     first = inputs[0]
     for v in inputs[1:]:
         for d in axes:
             same_lengths(ctx, first.lengths[d], v.lengths[d], f"{ctx.op_type} dimension {d}")
-    tensors, lengths = ragged_patterns.broadcast(ctx, inputs)  # pads them to one width
+    tensors, lengths = padded_operands.broadcast(ctx, inputs)  # pads them to one width
     if ctx.op_type == "AddN":
-        return ragged_patterns.result(tf.math.add_n(tensors), lengths)
-    return ragged_patterns.result(ctx.emit(*tensors)[0], lengths)
+        return padded_operands.result(tf.math.add_n(tensors), lengths)
+    return padded_operands.result(ctx.emit(*tensors)[0], lengths)
 
 
 def convert_ragged_clip(ctx):
     """ClipByValue(t, lo, hi) of a ragged t: bounds are scalars per iteration, so it is
     Maximum(Minimum(t, hi), lo) with broadcasting."""
-    (t, lo, hi), lengths = ragged_patterns.broadcast(ctx, ctx.inputs)
-    return ragged_patterns.result(tf.maximum(tf.minimum(t, hi), lo), lengths)
+    (t, lo, hi), lengths = padded_operands.broadcast(ctx, ctx.inputs)
+    return padded_operands.result(tf.maximum(tf.minimum(t, hi), lo), lengths)
 
 
 RAGGED_UNARY = UNARY + special.UNARY

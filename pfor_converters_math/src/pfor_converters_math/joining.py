@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Ragged, Stacked, ragged_patterns, shapes
+from pfor_core.extend import Ragged, Stacked, padded_operands, shapes
 from pfor_converters_math.ragged_common import is_ragged, join, static_axes
 from pfor_converters_math.shape_ops import axis_checked, shift_axis, shifted_axis_input
 
@@ -106,7 +106,7 @@ def convert_ragged_concat(ctx):
         lengths[a] = None
         return Ragged(padded=tf.concat(tensors, a + 1), lengths=tuple(lengths))
     # Along a varying dimension: each iteration's pieces one after the other.
-    widths = [ragged_patterns.padded_dims(ctx, Stacked(tensor=t))[a + 1] for t in tensors]
+    widths = [padded_operands.padded_dims(ctx, Stacked(tensor=t))[a + 1] for t in tensors]
     zero = [[0, 0]] * (rank + 1)
     zero[a + 1] = [0, 1]
     joined = tf.pad(tf.concat(tensors, a + 1), zero)  # one zero slot at the end

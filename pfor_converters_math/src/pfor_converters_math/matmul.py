@@ -39,7 +39,7 @@ import string
 
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Stacked, ragged_patterns, shapes
+from pfor_core.extend import Decline, Stacked, padded_operands, shapes
 
 from pfor_converters_math.ragged_common import is_ragged, join
 
@@ -264,7 +264,7 @@ def _with_padded(value, tensor):
 def _finish(out, lengths):
     if all(length is None for length in lengths):
         return out
-    return ragged_patterns.result(out.tensor, lengths)
+    return padded_operands.result(out.tensor, lengths)
 
 
 _STACKED = {

@@ -1,6 +1,6 @@
 """Helpers the ragged converters of this pack share: ragged operands joined in one
 dimension (concatenation, contraction), and static axes. Broadcasting ragged operands
-and a ragged result are the core's (``extend.ragged_patterns``).
+and a ragged result are the core's (``extend.padded_operands``).
 
 Where two ragged operands meet in one dimension their padded widths may differ (each
 was padded by whatever made it), so they are padded to the wider one, and their lengths
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Ragged, ragged_patterns, shapes
+from pfor_core.extend import Decline, Ragged, padded_operands, shapes
 
 
 def is_ragged(value) -> bool:
@@ -40,7 +40,7 @@ def join(ctx, values, axes, what):
         return None, None
     if len(found) != sum(a is not None for a in axes):
         raise Decline(f"{what}: a dimension that varies per iteration meets a fixed one")
-    width = shapes.widest([ragged_patterns.padded_dims(ctx, values[k])[axes[k]] for k, _ in found])
+    width = shapes.widest([padded_operands.padded_dims(ctx, values[k])[axes[k]] for k, _ in found])
     tensors = {k: shapes.pad_axis(values[k].padded, axes[k], width) for k, _ in found}
     first = found[0][1]
     for _, other in found[1:]:

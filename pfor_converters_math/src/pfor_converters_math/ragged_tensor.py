@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Ragged, Stacked, ragged_patterns
+from pfor_core.extend import Decline, Ragged, Stacked, padded_operands
 from pfor_converters_math.ragged_common import is_ragged, same_lengths
 
 
@@ -64,7 +64,7 @@ def convert_ragged_range(ctx):
     if ctx.compiled:
         return ctx.decline("the number of values has no static bound under XLA")
     values = ctx.inputs
-    ranks = [ragged_patterns.per_iteration_rank(v) for v in values]
+    ranks = [padded_operands.per_iteration_rank(v) for v in values]
     if any(r > 1 for r in ranks):
         return ctx.decline("an argument of rank > 1")
     rows, static_rows = None, 1
@@ -99,7 +99,7 @@ def convert_ragged_gather(ctx):
     if ctx.compiled:
         return ctx.decline("the number of values has no static bound under XLA")
     *splits, dense, indices = ctx.inputs
-    rank = ragged_patterns.per_iteration_rank(indices)
+    rank = padded_operands.per_iteration_rank(indices)
     if rank > 1:
         return ctx.decline("indices of rank > 1")
     if rank == 0:
@@ -120,7 +120,7 @@ def convert_ragged_gather_of_per_iteration_params(ctx):
     if ctx.compiled:
         return ctx.decline("the number of values has no static bound under XLA")
     *splits, dense, indices = ctx.inputs
-    rank = ragged_patterns.per_iteration_rank(indices)
+    rank = padded_operands.per_iteration_rank(indices)
     if rank > 1:
         return ctx.decline("indices of rank > 1")
     if is_ragged(dense) and dense.ragged_axes != (0,):

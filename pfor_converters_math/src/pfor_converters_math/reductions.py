@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import (Decline, NotStacked, Ragged, Stacked, View, ragged_patterns,
+from pfor_core.extend import (Decline, NotStacked, Ragged, Stacked, View, padded_operands,
                               shapes)
 
 from pfor_converters_math.ragged_common import static_axes
@@ -118,7 +118,7 @@ def _filled(ctx, x):
 def _finish(out, lengths):
     if all(length is None for length in lengths):
         return Stacked(tensor=out)
-    return ragged_patterns.result(out, lengths)
+    return padded_operands.result(out, lengths)
 
 
 def _count(x, reduced):
@@ -176,7 +176,7 @@ def convert_scan(ctx):
     if axes.size != 1:
         return ctx.decline("one axis expected")
     out = ctx.emit(_filled(ctx, x), tf.constant(int(axes.reshape(-1)[0]) + 1, axis.dtype))[0]
-    return ragged_patterns.result(out, x.lengths)
+    return padded_operands.result(out, x.lengths)
 
 
 class SummedRows(View):

@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from pfor_core.extend import (Decline, Invariant, Ragged, Stacked, ragged_from_flat,
-                              ragged_patterns, shapes)
+                              padded_operands, shapes)
 from pfor_converters_math.ragged_common import static_axes
 from pfor_converters_math.reductions import SummedRows, sized_rows
 from pfor_converters_math.shape_ops import (axis_checked, leading, proven_shape,
@@ -160,7 +160,7 @@ def convert_ragged_reshape(ctx):
     if None in before + after or int(np.prod(before)) != int(np.prod(target[:p])) or \
             int(np.prod(after)) != int(np.prod(target[p + 1:])):
         return ctx.decline("the reshape mixes the varying dimension with others")
-    width = ragged_patterns.padded_dims(ctx, x)[1 + d]
+    width = padded_operands.padded_dims(ctx, x)[1 + d]
     padded = shapes.reshape(x.padded, [ctx.n_dim] + target[:p] + [width] + target[p + 1:])
     lengths = [None] * len(target)
     lengths[p] = x.lengths[d]

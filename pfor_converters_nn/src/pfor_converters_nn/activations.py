@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, ragged_patterns
+from pfor_core.extend import Stacked, padded_operands
 from pfor_converters_nn.unfolded import before_unfold
 
 ACTIVATIONS = ["Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Softplus", "Softsign"]
@@ -58,7 +58,7 @@ def convert_equal_shapes(ctx):
 def convert_activation_ragged(ctx):
     """A ragged value: the op on the padded tensor, the padding zeroed after."""
     x = ctx.inputs[0]
-    return ragged_patterns.result(ctx.emit(x.padded)[0], x.lengths)
+    return padded_operands.result(ctx.emit(x.padded)[0], x.lengths)
 
 
 def convert_last_axis_ragged(ctx):
@@ -69,7 +69,7 @@ def convert_last_axis_ragged(ctx):
     if x.lengths[-1] is not None:
         lowest = tf.constant(-np.inf, x.dtype)
         padded = tf.where(x.mask([x.rank - 1]), padded, lowest)
-    return ragged_patterns.result(ctx.emit(padded)[0], x.lengths)
+    return padded_operands.result(ctx.emit(padded)[0], x.lengths)
 
 
 def register(registry):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, ragged_patterns, shapes
+from pfor_core.extend import Stacked, padded_operands, shapes
 from pfor_converters_nn.unfolded import before_unfold
 
 
@@ -115,7 +115,7 @@ def convert_bias_add_ragged(ctx):
         return ctx.decline("the channel dimension varies per iteration")
     shape = [1] * (x.rank + 1)
     shape[channel + 1] = -1
-    return ragged_patterns.result(x.padded + tf.reshape(bias.tensor, shape), x.lengths)
+    return padded_operands.result(x.padded + tf.reshape(bias.tensor, shape), x.lengths)
 
 
 def register(registry):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Stacked, ragged_patterns, shapes
+from pfor_core.extend import Stacked, padded_operands, shapes
 from pfor_converters_math.shape_ops import prepend
 from pfor_converters_math.slicing.common import uniform_sizes, place
 
@@ -82,7 +82,7 @@ def convert_ragged_pad(ctx):
         out = tf.pad(filled, [[0, 0]] + static, constant_values=fill)
         lengths = [None if length is None else length + before + after
                    for length, (before, after) in zip(x.lengths, static)]
-        return ragged_patterns.result(out, lengths, masked=constant is not None)
+        return padded_operands.result(out, lengths, masked=constant is not None)
     if ctx.compiled:
         return ctx.decline("paddings that differ per iteration give a size known only at run time")
     amounts = tf.cast(paddings.tensor, tf.int32)  # [n, rank, 2]
@@ -111,7 +111,7 @@ def convert_ragged_pad(ctx):
         lengths.append(total if known[d] is None else None)
     if all(length is None for length in lengths):
         return Stacked(tensor=out)
-    return ragged_patterns.result(out, lengths)
+    return padded_operands.result(out, lengths)
 
 
 def register(registry):

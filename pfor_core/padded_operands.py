@@ -1,5 +1,5 @@
-"""The ragged counterparts of ``patterns``: operands of which some are ragged lined up
-for numpy broadcasting, and a converter's ragged result.
+"""Padded operands, the ragged counterparts of ``patterns``: operands of which some are
+ragged lined up for numpy broadcasting, and a converter's ragged result.
 
 A ragged operand (``Ragged``) is its padded tensor ``[n, D_0, ...]``; where two ragged
 operands vary in the same dimension their padded widths may differ (each was padded by
