@@ -30,10 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import tensorflow as tf
 
 from pfor_core.errors import Decline
 from pfor_core.layout import Stacked
+from pfor_core.shapes import dims as dims_of
+from pfor_core.shapes import masked_elements, owners
 
 
 class NotStacked(Decline):
@@ -123,16 +126,14 @@ class Ragged:
     # -- extents and masks -----------------------------------------------------------
     def extents(self) -> list[tf.Tensor]:
         """Each iteration's extent of every dimension: ``rank`` int32 ``[n]`` tensors."""
-        n = tf.shape(self.padded, out_type=tf.int32)[0]
-        dims = tf.shape(self.padded, out_type=tf.int32)[1:]
+        n, *dims = dims_of(self.padded)
         return [length if length is not None else tf.fill([n], dims[d])
                 for d, length in enumerate(self.lengths)]
 
     def shapes(self) -> tf.Tensor:
         """Each iteration's shape: int32 ``[n, rank]``."""
-        n = tf.shape(self.padded, out_type=tf.int32)[0]
         if self.rank == 0:
-            return tf.zeros([n, 0], tf.int32)
+            return tf.zeros([dims_of(self.padded)[0], 0], tf.int32)
         return tf.stack(self.extents(), axis=1)
 
     def mask(self, axes=None) -> tf.Tensor:
@@ -140,14 +141,18 @@ class Ragged:
         dimensions; default all that vary). Its shape is ``[n, ...]`` with size 1 in
         the dimensions it does not depend on, so it broadcasts against ``padded``."""
         axes = self.ragged_axes if axes is None else tuple(axes)
-        dims = tf.shape(self.padded, out_type=tf.int32)
+        dims = dims_of(self.padded)
         rank = self.rank
         mask = None
         for d in axes:
             length = self.lengths[d]
             if length is None:
                 continue
-            positions = tf.reshape(tf.range(dims[1 + d]), [1] * (1 + d) + [-1] + [1] * (rank - d - 1))
+            along = [1] * (1 + d) + [-1] + [1] * (rank - d - 1)
+            if isinstance(dims[1 + d], int):  # one constant
+                positions = tf.constant(np.arange(dims[1 + d], dtype=np.int32).reshape(along))
+            else:
+                positions = tf.reshape(tf.range(dims[1 + d]), along)
             inside = positions < tf.reshape(length, [-1] + [1] * rank)
             mask = inside if mask is None else tf.logical_and(mask, inside)
         if mask is None:
@@ -174,7 +179,7 @@ class Ragged:
         """Every iteration's elements in row-major order, one after the other (1-D),
         and the iterations' shapes ``[n, rank]``."""
         mask = tf.broadcast_to(self.mask(), tf.shape(self.padded))
-        return tf.boolean_mask(self.padded, mask), self.shapes()
+        return masked_elements(self.padded, mask), self.shapes()
 
     def to_ragged_tensor(self) -> tf.RaggedTensor:
         """A ``tf.RaggedTensor`` whose row j is iteration j's value (ragged along the
@@ -270,10 +275,9 @@ def from_flat(flat, shapes, ragged_axes, inner_shape=None) -> tf.RaggedTensor:
                         if inner else [-1])
     # Row lengths, innermost partition first: at per-iteration dimension d each of
     # the prod(shape[:d]) rows of an iteration has shape[d] elements.
-    counts = tf.ones_like(shapes[:, 0])
-    partitions = []
-    for d in range(last):
-        partitions.append(tf.repeat(shapes[:, d], counts))
+    partitions, counts = [shapes[:, 0]], shapes[:, 0]
+    for d in range(1, last):
+        partitions.append(tf.gather(shapes[:, d], owners(counts)))
         counts = counts * shapes[:, d]
     result = values
     for d in reversed(range(last)):
@@ -440,7 +444,7 @@ def _positions(shapes) -> tf.Tensor:
     row-major order, one row after the other) sits in their padded stack: int32
     ``[elements, 1 + r]``, its row and its index in the row."""
     sizes = tf.reduce_prod(shapes, axis=1)
-    rows = tf.repeat(tf.range(tf.shape(shapes)[0]), sizes)
+    rows = owners(sizes)
     offsets = tf.range(tf.reduce_sum(sizes)) - tf.gather(tf.cumsum(sizes, exclusive=True), rows)
     strides = tf.gather(tf.math.cumprod(shapes, axis=1, exclusive=True, reverse=True), rows)
     # (A row with elements has no dimension of size 0: no division by zero.)

@@ -32,7 +32,8 @@ def dims(tensor: tf.Tensor, n=None) -> list:
             return [tf.cast(n, tf.int32)] + static[1:]
     if all(d is not None for d in static):
         return static
-    dynamic = tf.shape(tensor, out_type=tf.int32)
+    # One Unpack gives every dimension (a slice of the shape per dimension is 4 ops).
+    dynamic = tf.unstack(tf.shape(tensor, out_type=tf.int32), num=len(static))
     first = [tf.cast(n, tf.int32)] if n is not None and static[0] is None else []
     return first + [d if d is not None else dynamic[k]
                     for k, d in enumerate(static) if not (first and k == 0)]
@@ -151,3 +152,26 @@ def pad_axis(tensor: tf.Tensor, axis: int, width) -> tf.Tensor:
     paddings = [[0, 0]] * tensor.shape.rank
     paddings[axis] = [0, extra]
     return tf.pad(tensor, paddings)
+
+
+def owners(counts, dtype=tf.int32) -> tf.Tensor:
+    """``tf.repeat(tf.range(len(counts)), counts)``: the row each of ``sum(counts)``
+    elements belongs to, for 1-D non-negative ``counts``. In 14 ops where ``tf.repeat``
+    emits 57 (converters of ragged values call it for every op)."""
+    counts = tf.convert_to_tensor(counts)
+    ends = tf.expand_dims(tf.cumsum(counts), 0)
+    steps = tf.expand_dims(tf.range(tf.reduce_sum(counts), dtype=counts.dtype), 0)
+    return tf.reshape(tf.raw_ops.UpperBound(sorted_inputs=ends, values=steps,
+                                            out_type=dtype), [-1])
+
+
+def masked_elements(tensor: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """``tf.boolean_mask(tensor, mask)`` for a boolean ``mask`` of ``tensor``'s leading
+    dimensions (static rank): the elements (or slices) where it is True, in row-major
+    order. One gather of the rows, where ``boolean_mask`` emits 27 ops."""
+    mask = tf.convert_to_tensor(mask)
+    where = tf.reshape(tf.where(tf.reshape(mask, [-1])), [-1])
+    inner = dims(tensor)[mask.shape.rank:]
+    # The rows are counted, not -1: a reshape cannot infer a size next to a 0.
+    rows = reshape(tensor, [tf.size(mask, out_type=tf.int32)] + inner)
+    return tf.gather(rows, where)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from pfor_core.extend import Decline, Ragged, Stacked, padded_operands
+from pfor_core.extend import Decline, Ragged, Stacked, padded_operands, shapes
 from pfor_converters_math.ragged_common import is_ragged, same_lengths
 
 
@@ -50,8 +50,8 @@ def _vector(ctx, value):
     """A per-iteration vector's elements, iteration after iteration, its per-iteration
     sizes ``[n]`` and its static size (None when it varies)."""
     if is_ragged(value):
-        flat, shapes = value.to_flat()
-        return flat, shapes[:, 0], None
+        flat, sizes = value.to_flat()
+        return flat, sizes[:, 0], None
     tensor = ctx.stack(value)
     width = tf.shape(tensor, out_type=tf.int32)[1]
     return tf.reshape(tensor, [-1]), tf.fill([ctx.n], width), tensor.shape[1]
@@ -78,7 +78,7 @@ def convert_ragged_range(ctx):
                 static_rows = None
     if rows is None:
         rows = tf.ones([ctx.n], tf.int32)
-    owner = tf.repeat(tf.range(ctx.n), rows)
+    owner = shapes.owners(rows)
     args = [_vector(ctx, v)[0] if r == 1 else tf.gather(ctx.stack(v), owner)
             for v, r in zip(values, ranks)]
     splits, dense = tf.raw_ops.RaggedRange(starts=args[0], limits=args[1], deltas=args[2],
@@ -140,7 +140,7 @@ def convert_ragged_gather_of_per_iteration_params(ctx):
         owner = tf.range(ctx.n)
     else:
         flat, counts, static = _vector(ctx, indices)
-        owner = tf.repeat(tf.range(ctx.n), counts)
+        owner = shapes.owners(counts)
     local = tf.cast(flat, tf.int32)
     inside = tf.reduce_all((local >= 0) & (local < tf.gather(rows[0], owner)))
     local = ctx.check(inside, "RaggedGather: indices out of range [0, nrows)", tensor=local)
@@ -190,7 +190,7 @@ def _rowid_lengths(ctx, rowids, rows):
     """VALUE_ROWIDS of every iteration (``rows[i]`` rows): each row's length, iteration
     after iteration, and each iteration's number of values."""
     flat, count, _ = _vector(ctx, rowids)
-    owner = tf.repeat(tf.range(ctx.n), count)
+    owner = shapes.owners(count)
     first_row = tf.cumsum(rows, exclusive=True)
     total = tf.reduce_sum(rows)
     row = tf.cast(flat, tf.int32) + tf.gather(first_row, owner)
@@ -295,7 +295,7 @@ def _extents(ctx, wanted, out_rank, lengths, rows, static_rows) -> list:
         if wanted[k + 1] >= 0:
             extents.append(None)
             continue
-        owner = tf.repeat(tf.range(ctx.n), rows[k])
+        owner = shapes.owners(rows[k])
         longest = tf.math.unsorted_segment_max(tf.cast(level, tf.int32), owner, ctx.n)
         extents.append(tf.maximum(longest, 0))
     return extents + [None] * (out_rank - len(extents))
@@ -318,16 +318,16 @@ def _values(ctx, values):
 def _first(ctx, flat, counts, wanted):
     """The first ``wanted[i]`` of iteration i's ``counts[i]`` values in ``flat``
     (values iteration after iteration), checked to be there."""
-    owner = tf.repeat(tf.range(ctx.n), counts)
+    owner = shapes.owners(counts)
     local = tf.range(tf.shape(owner)[0]) - tf.gather(tf.cumsum(counts, exclusive=True), owner)
     keep = local < tf.gather(wanted, owner)
     flat = ctx.check(tf.reduce_all(wanted <= counts), "RaggedTensorToTensor: the row "
                      "partitions address more values than there are", tensor=flat)
-    return tf.boolean_mask(flat, keep)
+    return shapes.masked_elements(flat, keep)
 
 
 def _sum_per_iteration(ctx, level, rows):
-    owner = tf.repeat(tf.range(ctx.n), rows)
+    owner = shapes.owners(rows)
     return tf.cast(tf.math.unsorted_segment_sum(level, owner, ctx.n), tf.int32)
 
 
@@ -344,7 +344,7 @@ def _rows(ctx, value):
 
 def _flat(padded, counts):
     """Every iteration's first ``counts[i]`` rows, iteration after iteration."""
-    return tf.boolean_mask(padded, tf.sequence_mask(counts, tf.shape(padded)[1]))
+    return shapes.masked_elements(padded, tf.sequence_mask(counts, tf.shape(padded)[1]))
 
 
 def convert_to_variant(ctx):

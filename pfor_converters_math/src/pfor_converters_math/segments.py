@@ -145,8 +145,8 @@ def _elements(ctx, data, ids):
         same = tf.reduce_all(tf.equal(ids.lengths[0], data.lengths[0]))
         width = tf.minimum(tf.shape(ids.padded)[1], tf.shape(data.padded)[1])
         mask, padded_ids = mask[:, :width], ids.padded[:, :width]
-        rows = tf.boolean_mask(data.padded[:, :width], mask)
-        flat_ids = tf.boolean_mask(padded_ids, mask)
+        rows = shapes.masked_elements(data.padded[:, :width], mask)
+        flat_ids = shapes.masked_elements(padded_ids, mask)
         owner = tf.cast(tf.where(mask)[:, 0], flat_ids.dtype)
         per_iteration = tf.where(mask, padded_ids, tf.constant(-1, padded_ids.dtype))
         return rows, flat_ids, owner, per_iteration, same

@@ -26,7 +26,7 @@ def _entries(ctx, value):
         counts = sizes[:, 0]
         inner = shapes.dims(value.padded)[2:]
         flat = shapes.reshape(flat, [tf.reduce_sum(counts)] + inner)
-        return flat, tf.repeat(tf.range(ctx.n), counts)
+        return flat, shapes.owners(counts)
     tensor = ctx.stack(value)
     d = ctx.dims(tensor)
     return shapes.reshape(tensor, [d[0] * d[1]] + d[2:]), tf.repeat(tf.range(ctx.n), d[1])

@@ -134,8 +134,8 @@ def convert_string_split(ctx):
         return ctx.decline("the number of tokens has no static bound under XLA")
     source, sep = ctx.inputs
     if isinstance(source, Ragged):
-        flat, shapes = source.to_flat()
-        counts = shapes[:, 0]
+        flat, sizes = source.to_flat()
+        counts = sizes[:, 0]
     else:
         tensor = ctx.stack(source)
         width = tf.shape(tensor)[1]
@@ -143,7 +143,7 @@ def convert_string_split(ctx):
     indices, values, _ = tf.raw_ops.StringSplitV2(
         input=flat, sep=sep.tensor, maxsplit=ctx.attr("maxsplit"))
     strings = tf.cast(indices[:, 0], tf.int32)  # each token's global string number
-    owner_of_string = tf.repeat(tf.range(ctx.n), counts)
+    owner_of_string = shapes.owners(counts)
     owner = tf.gather(owner_of_string, strings)
     first_string = tf.cumsum(counts, exclusive=True)
     local = tf.cast(strings - tf.gather(first_string, owner), tf.int64)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Ragged, Stacked
+from pfor_core.extend import Ragged, Stacked, shapes
 
 
 def _elements(ctx, x):
@@ -25,9 +25,9 @@ def _elements(ctx, x):
     iteration's count (``[n]``, or None when all have the padded width) and the padded
     width."""
     if isinstance(x, Ragged):
-        flat, shapes = x.to_flat()
-        counts = shapes[:, 0]
-        return flat, tf.repeat(tf.range(ctx.n), counts), counts, tf.shape(x.padded)[1]
+        flat, sizes = x.to_flat()
+        counts = sizes[:, 0]
+        return flat, shapes.owners(counts), counts, tf.shape(x.padded)[1]
     tensor = ctx.stack(x)
     width = tf.shape(tensor)[1]
     rows = tf.repeat(tf.range(ctx.n), tf.fill([ctx.n], width))

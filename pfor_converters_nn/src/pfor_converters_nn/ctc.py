@@ -71,7 +71,7 @@ def _flat_entries(ctx, value):
         counts = sizes[:, 0]
         inner = shapes.dims(value.padded)[2:]
         flat = shapes.reshape(flat, [tf.reduce_sum(counts)] + inner)
-        return flat, tf.repeat(tf.range(ctx.n), counts), counts
+        return flat, shapes.owners(counts), counts
     tensor = ctx.stack(value)
     d = ctx.dims(tensor)
     owner = tf.repeat(tf.range(ctx.n), d[1])

@@ -24,7 +24,7 @@ import dataclasses
 import tensorflow as tf
 
 from pfor_core.extend import (ConversionError, Decline, Invariant, Ragged, Stacked, View,
-                              usually_uniform)
+                              shapes, usually_uniform)
 from pfor_controlflow.functions import function_graph
 from pfor_controlflow.lists import handles
 from pfor_controlflow.lists.plain import stack_list
@@ -523,11 +523,11 @@ def convert_ragged_concat(ctx):
     dtype, rank = ctx.attr("element_dtype"), value.rank
     if rank < 1:
         raise Decline("a list of scalars does not concat")
-    items, shapes = stack_items(ctx, value, dtype)  # [T, n, D0, ...], [T, n, rank]
-    count, n = tf.shape(shapes)[0], tf.shape(shapes)[1]
+    items, sizes = stack_items(ctx, value, dtype)  # [T, n, D0, ...], [T, n, rank]
+    count, n = tf.shape(sizes)[0], tf.shape(sizes)[1]
     own = _own_items(value, count, n)  # [T, n]
-    firsts = tf.where(own, shapes[:, :, 0], 0)  # [T, n]
-    inner = tf.where(own[:, :, None], shapes[:, :, 1:], 0)
+    firsts = tf.where(own, sizes[:, :, 0], 0)  # [T, n]
+    inner = tf.where(own[:, :, None], sizes[:, :, 1:], 0)
     widest = tf.reduce_max(tf.concat([inner, tf.zeros_like(inner[:1])], 0), axis=0)  # [n, r-1]
     agree = tf.reduce_all(tf.logical_or(tf.equal(inner, widest[None]),
                                         tf.logical_not(own)[:, :, None]))
@@ -536,7 +536,7 @@ def convert_ragged_concat(ctx):
     perm = [1, 0] + list(range(2, rank + 2))
     rows = tf.transpose(items, perm)  # [n, T, D0, ...]
     keep = tf.range(tf.shape(items)[2])[None, None, :] < tf.transpose(firsts)[:, :, None]
-    values = tf.boolean_mask(rows, keep)  # [sum, D1, ...], row by row, item by item
+    values = shapes.masked_elements(rows, keep)  # [sum, D1, ...], row by row, item by item
     totals = tf.reduce_sum(firsts, axis=0)
     joined = Ragged.from_row_lengths(values, totals)
     original = ctx.op.outputs[0].shape
