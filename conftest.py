@@ -36,6 +36,18 @@ for _pack in ("pfor_converters_math", "pfor_converters_nn", "pfor_converters_sta
         pass
 
 
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def case_modes(request):
+    """The mode(s) a parametrized case runs pfor in (``testing.case_modes``): its
+    function's cases take ``testing.RUN_MODES`` in turn."""
+    from pfor_core import testing  # pylint: disable=import-outside-toplevel
+
+    return testing.case_modes(request.node)
+
+
 # -- The registry-wide meta-test ----------------------------------------------------------
 # Every converter a first-party pack registers must be exercised, for every input pattern
 # it declares, by at least one strict-mode (fallback="error") conversion somewhere in the
@@ -47,7 +59,7 @@ for _pack in ("pfor_converters_math", "pfor_converters_nn", "pfor_converters_sta
 import json  # noqa: E402
 import pathlib  # noqa: E402
 
-import pytest  # noqa: E402
+
 
 _STRICT_KEY = "pfor_strict_patterns"
 

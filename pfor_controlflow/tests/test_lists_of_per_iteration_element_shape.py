@@ -57,7 +57,8 @@ def test_drawn_reserved_lists_of_each_iterations_element_shape(data):
 
 @pytest.mark.parametrize("steps", ["invariant", "per-iteration"])
 @pytest.mark.parametrize("masked", [False, True])
-def test_pushes_in_a_loop_into_an_empty_list_of_a_partly_known_element_shape(steps, masked):
+def test_pushes_in_a_loop_into_an_empty_list_of_a_partly_known_element_shape(
+        steps, masked, case_modes):
     x = tf.random.stateless_normal([3, 4, 5], seed=[3, 32])
     ks = tf.constant([2, 0, 3])
 
@@ -77,7 +78,7 @@ def test_pushes_in_a_loop_into_an_empty_list_of_a_partly_known_element_shape(ste
         return _flat(whole, R.TensorListLength(input_handle=items))
 
     with _strategy(masked):
-        testing.assert_matches_loop(body, 3, ragged=True, modes=testing.RUN_MODES)
+        testing.assert_matches_loop(body, 3, ragged=True, modes=case_modes)
 
 
 def test_a_list_of_per_row_size_made_in_each_step_of_a_loop():

@@ -53,7 +53,7 @@ def test_drawn_ragged_values_read_by_loops(data):
 
 
 @pytest.mark.parametrize("masked", [False, True])
-def test_a_loop_over_the_items_a_boolean_mask_keeps(masked):
+def test_a_loop_over_the_items_a_boolean_mask_keeps(masked, case_modes):
     x = tf.random.stateless_normal([5, 7], seed=[1, 22])
 
     def body(i):
@@ -62,7 +62,7 @@ def test_a_loop_over_the_items_a_boolean_mask_keeps(masked):
         return _weighted_sum(kept, tf.size(kept), in_cond=False)
 
     with _strategy(masked):
-        testing.assert_matches_loop(body, 5, modes=testing.RUN_MODES)
+        testing.assert_matches_loop(body, 5, modes=case_modes)
 
 
 def _gradient_example():
@@ -140,11 +140,11 @@ def _carrying_body(x, steps):
 
 
 @pytest.mark.parametrize("masked", [False, True])
-def test_a_ragged_value_carried_through_the_loop_keeping_its_shape(masked):
+def test_a_ragged_value_carried_through_the_loop_keeping_its_shape(masked, case_modes):
     body = _carrying_body(tf.random.stateless_normal([4, 5], seed=[4, 26]),
                           tf.constant([2, 0, 3, 1]))
     with _strategy(masked):
-        testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
+        testing.assert_matches_loop(body, 4, modes=case_modes)
 
 
 def test_a_carried_ragged_value_in_an_outer_pfor_and_under_xla():

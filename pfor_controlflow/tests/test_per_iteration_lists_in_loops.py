@@ -215,7 +215,7 @@ def test_in_an_outer_pfor():
 
 
 @pytest.mark.parametrize("read", ["stack", "concat"])
-def test_a_whole_read_of_items_pushed_for_per_iteration_steps_is_ragged(read):
+def test_a_whole_read_of_items_pushed_for_per_iteration_steps_is_ragged(read, case_modes):
     """Pushes leave each row's own items at the end of the loop's list (a gradient
     loop pops them from there): a whole read moves them to the start, each row its
     own number of items, rows of no step included."""
@@ -242,6 +242,6 @@ def test_a_whole_read_of_items_pushed_for_per_iteration_steps_is_ragged(read):
 
     for masked in (False, True):
         with _strategy(masked):
-            got = testing.assert_matches_loop(body, 4, ragged=True, modes=testing.RUN_MODES)
+            got = testing.assert_matches_loop(body, 4, ragged=True, modes=case_modes)
         per_item = 1 if read == "stack" else 2  # (concat: an item's two values)
         assert got.row_lengths().numpy().tolist() == [s * per_item for s in steps_of]

@@ -38,14 +38,14 @@ def test_ragged_output_of_a_per_iteration_conditional_returned():
 
 
 @pytest.mark.parametrize("takes_ragged", [True, False])
-def test_ragged_output_of_an_invariant_conditional(takes_ragged):
+def test_ragged_output_of_an_invariant_conditional(takes_ragged, case_modes):
     flag = tf.constant(takes_ragged)
 
     def body(i):
         xi = X[i]
         return tf.cond(flag, lambda: tf.exp(tf.boolean_mask(xi, xi > 0)), lambda: xi[:2])
 
-    got = testing.assert_matches_loop(body, 5, ragged=True, modes=testing.RUN_MODES)
+    got = testing.assert_matches_loop(body, 5, ragged=True, modes=case_modes)
     expected = (X_NP > 0).sum(axis=1).tolist() if takes_ragged else [2] * 5
     assert _lengths(got) == expected
 
@@ -74,7 +74,7 @@ def test_switch_case_of_ragged_and_stacked_branches():
 
 
 @pytest.mark.parametrize("per_iteration", [True, False])
-def test_ragged_input_to_a_conditional(per_iteration):
+def test_ragged_input_to_a_conditional(per_iteration, case_modes):
     def body(i):
         xi = X[i]
         kept = tf.boolean_mask(xi, xi > -0.5)
@@ -82,7 +82,7 @@ def test_ragged_input_to_a_conditional(per_iteration):
         return tf.cond(pred, lambda: tf.reduce_sum(kept ** 2),
                        lambda: tf.reduce_max(kept))
 
-    got = testing.assert_matches_loop(body, 5, modes=testing.RUN_MODES)
+    got = testing.assert_matches_loop(body, 5, modes=case_modes)
     assert got.shape == [5]
 
 

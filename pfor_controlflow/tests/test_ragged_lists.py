@@ -27,7 +27,7 @@ def _x(n):
 
 
 @pytest.mark.parametrize("n", [4, 1])
-def test_per_example_gradients_through_map_fn_with_a_ragged_output(n):
+def test_per_example_gradients_through_map_fn_with_a_ragged_output(n, case_modes):
     """The issue's reproducer: map_fn over rows whose step keeps a per-row number of
     values, and the gradient of a loss over them."""
     x = _x(n)
@@ -41,18 +41,18 @@ def test_per_example_gradients_through_map_fn_with_a_ragged_output(n):
             loss = tf.reduce_sum(r.flat_values)
         return tape.gradient(loss, xi)
 
-    testing.assert_matches_loop(body, n, modes=testing.RUN_MODES)
+    testing.assert_matches_loop(body, n, modes=case_modes)
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
-def test_map_fn_whose_steps_give_a_per_iteration_length(lengths):
+def test_map_fn_whose_steps_give_a_per_iteration_length(lengths, case_modes):
     x, ns = _x(len(lengths)), tf.constant(lengths)
 
     def body(i):
         n = tf.gather(ns, i)
         return tf.map_fn(lambda v: tf.sin(v[:n]) * 2., tf.gather(x, i))
 
-    testing.assert_matches_loop(body, len(lengths), ragged=True, modes=testing.RUN_MODES)
+    testing.assert_matches_loop(body, len(lengths), ragged=True, modes=case_modes)
 
 
 def test_map_fn_with_a_ragged_output_without_gradients():
@@ -67,7 +67,7 @@ def test_map_fn_with_a_ragged_output_without_gradients():
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
-def test_per_example_gradients_through_map_fn_of_prefixes(lengths):
+def test_per_example_gradients_through_map_fn_of_prefixes(lengths, case_modes):
     """The gradient of a stacked TensorArray of ragged items is a list made from a
     ragged tensor (TensorListFromTensor), read back item by item."""
     x, ns = _x(len(lengths)), tf.constant(lengths)
@@ -80,7 +80,7 @@ def test_per_example_gradients_through_map_fn_of_prefixes(lengths):
             loss = tf.reduce_sum(r * r)
         return tape.gradient(loss, xi)
 
-    testing.assert_matches_loop(body, len(lengths), modes=testing.RUN_MODES)
+    testing.assert_matches_loop(body, len(lengths), modes=case_modes)
 
 
 def test_while_loop_writes_ragged_items_and_reads_them_back():
@@ -101,7 +101,7 @@ def test_while_loop_writes_ragged_items_and_reads_them_back():
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
-def test_a_growing_tensor_array_of_ragged_items_stacks(lengths):
+def test_a_growing_tensor_array_of_ragged_items_stacks(lengths, case_modes):
     """Every iteration's items have one shape (its own): the stacked array is ragged."""
     x, ns = _x(len(lengths)), tf.constant(lengths)
 
@@ -116,7 +116,7 @@ def test_a_growing_tensor_array_of_ragged_items_stacks(lengths):
         _, array = tf.while_loop(lambda t, _: t < STEPS, step, (0, array))
         return array.stack()
 
-    testing.assert_matches_loop(body, len(lengths), ragged=True, modes=testing.RUN_MODES)
+    testing.assert_matches_loop(body, len(lengths), ragged=True, modes=case_modes)
 
 
 def test_stacking_items_of_different_shapes_fails_like_the_loop():
@@ -184,7 +184,7 @@ def test_gradient_through_a_while_loop_of_boolean_masks():
 
 
 @pytest.mark.parametrize("lengths", LENGTHS[:2])
-def test_gradient_through_a_while_loop_of_prefixes(lengths):
+def test_gradient_through_a_while_loop_of_prefixes(lengths, case_modes):
     ns = tf.constant(lengths)
 
     def make_step(i, xi):
@@ -194,7 +194,7 @@ def test_gradient_through_a_while_loop_of_prefixes(lengths):
             return t + 1, total + tf.reduce_sum(tf.exp(prefix * scale))
         return step
 
-    testing.assert_matches_loop(_while_gradient(make_step), len(lengths), modes=testing.RUN_MODES)
+    testing.assert_matches_loop(_while_gradient(make_step), len(lengths), modes=case_modes)
 
 
 def test_ragged_items_written_in_a_conditional():
@@ -241,7 +241,7 @@ def test_gradient_through_reads_of_a_tensor_array_of_ragged_items():
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
-def test_gradient_through_a_stacked_growing_tensor_array(lengths):
+def test_gradient_through_a_stacked_growing_tensor_array(lengths, case_modes):
     x, ns = _x(len(lengths)), tf.constant(lengths)
 
     def body(i):
@@ -258,7 +258,7 @@ def test_gradient_through_a_stacked_growing_tensor_array(lengths):
             loss = tf.reduce_sum(array.stack() ** 2)
         return tape.gradient(loss, xi)
 
-    testing.assert_matches_loop(body, len(lengths), modes=testing.RUN_MODES)
+    testing.assert_matches_loop(body, len(lengths), modes=case_modes)
 
 
 @settings(max_examples=5, deadline=None)

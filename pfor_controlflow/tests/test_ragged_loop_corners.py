@@ -36,14 +36,14 @@ def _write_kept(x, steps, shape=None, fn=lambda v: v):
 
 
 @pytest.mark.parametrize("steps", [STEPS, tf.constant([2, 2, 2, 2])])
-def test_concat_of_ragged_items_written_for_per_iteration_steps(steps):
+def test_concat_of_ragged_items_written_for_per_iteration_steps(steps, case_modes):
     """The issue's reproducer; also with the same steps everywhere (still a
     per-iteration condition)."""
     def body(i):
         _, ta = _write_kept(X, steps)(i, tf.gather(X, i))
         return tf.reduce_sum(ta.concat())
 
-    testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
+    testing.assert_matches_loop(body, 4, modes=case_modes)
 
 
 def test_concat_of_ragged_items_as_a_ragged_result():
@@ -85,7 +85,7 @@ def test_an_item_past_an_iterations_steps_fails_like_the_loop():
 
 @pytest.mark.parametrize("steps,shape", [(STEPS, [None]), (tf.constant(4), [None]),
                                          (STEPS, None)])
-def test_gradient_through_a_concat_of_ragged_items(steps, shape):
+def test_gradient_through_a_concat_of_ragged_items(steps, shape, case_modes):
     """The issue's reproducer under a GradientTape: the loop pushes each step's ragged
     item for its gradient, which pops them row by row and reads the concat's gradient
     at each row's own step; also with an invariant trip count, and with no element
@@ -102,7 +102,7 @@ def test_gradient_through_a_concat_of_ragged_items(steps, shape):
             loss = tf.reduce_sum(ta.concat() ** 2)
         return tape.gradient(loss, xi)
 
-    got = testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
+    got = testing.assert_matches_loop(body, 4, modes=case_modes)
     assert got.shape == [4, 5, 6]
 
 
@@ -143,14 +143,14 @@ def _cond_gradient(predicate, n=4):
     pytest.param(lambda xi, t: t > 0, id="invariant"),
     pytest.param(lambda xi, t: xi[t, 0] > 0, id="per-iteration"),
 ])
-def test_gradient_through_a_conditional_with_a_ragged_intermediate(predicate):
+def test_gradient_through_a_conditional_with_a_ragged_intermediate(predicate, case_modes):
     """The branch's intermediates (a boolean_mask) leave it in an optional for the
     gradient: padded, with their per-iteration shapes."""
-    testing.assert_matches_loop(_cond_gradient(predicate), 4, modes=testing.RUN_MODES)
+    testing.assert_matches_loop(_cond_gradient(predicate), 4, modes=case_modes)
 
 
 @pytest.mark.parametrize("invariant", [False, True])
-def test_ragged_intermediates_of_a_conditional_outside_a_loop(invariant):
+def test_ragged_intermediates_of_a_conditional_outside_a_loop(invariant, case_modes):
     x = X[:, 0]
 
     def body(i):
@@ -162,7 +162,7 @@ def test_ragged_intermediates_of_a_conditional_outside_a_loop(invariant):
                            lambda: tf.reduce_sum(tf.sin(xi[:2])))
         return tape.gradient(loss, xi)
 
-    testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
+    testing.assert_matches_loop(body, 4, modes=case_modes)
 
 
 @settings(max_examples=5, deadline=None)
@@ -196,7 +196,7 @@ def test_drawn_steps_and_lengths_through_a_per_iteration_loop_and_its_gradient(d
 # -- read after write in a loop with per-iteration trip counts, with its gradient ---------
 @pytest.mark.parametrize("ragged", [False, True])
 @pytest.mark.parametrize("steps", [STEPS, STEPS_0])
-def test_gradient_of_a_read_after_a_write_for_per_iteration_steps(ragged, steps):
+def test_gradient_of_a_read_after_a_write_for_per_iteration_steps(ragged, steps, case_modes):
     """The read's gradient makes, in each step of the gradient loop, a list as long as
     that row's list was at that step (each row its own length), writes the item's
     gradient into it and adds it to the list's gradient: a list whose rows hold their
@@ -218,5 +218,5 @@ def test_gradient_of_a_read_after_a_write_for_per_iteration_steps(ragged, steps)
                                          (0, ta, 0.))
         return tape.gradient(total, xi, unconnected_gradients="zero")
 
-    got = testing.assert_matches_loop(body, 4, modes=testing.RUN_MODES)
+    got = testing.assert_matches_loop(body, 4, modes=case_modes)
     assert got.shape == [4, 5, 6]

@@ -23,30 +23,25 @@ MAX_N = 4
 
 # pfor eagerly, in a tf.function of run-time iters and in chunks of 2 against one run of
 # the loop (ragged results row by row); nothing falls back. Property tests draw one of
-# the modes per example instead (the examples cover all three).
+# the modes per example instead, parametrized cases take them in turn (case_modes).
 check = functools.partial(testing.assert_matches_loop, modes=testing.RUN_MODES,
                           ragged_outputs=True)
+MODE = st.sampled_from(testing.RUN_MODES)
 
 
-def check_ragged_tensor(body, n):
-    """A body returning a tf.RaggedTensor: pfor's rows (eager, tf.function of run-time
-    iters, chunks of 2) are the loop's values; nothing falls back."""
+def check_ragged_tensor(body, n, modes=testing.RUN_MODES):
+    """A body returning a tf.RaggedTensor: pfor's rows (in each of ``modes``) are the
+    loop's values; nothing falls back."""
     want = [body(tf.constant(j)) for j in range(n)]
     like = want or [body(tf.constant(0))]  # with no iteration: what the body returns
     if not all(isinstance(w, tf.RaggedTensor) for w in like):
-        check(body, n)  # a dense value per iteration
+        check(body, n, modes=modes)  # a dense value per iteration
         return
     want = [w.to_list() for w in want]
-    runs = {
-        "eager": lambda: pf.pfor(body, n, fallback="error"),
-        "tf.function": lambda: tf.function(lambda iters: pf.pfor(body, iters, fallback="error"),
-                                           autograph=False)(tf.constant(n)),
-        "chunks": lambda: pf.pfor(body, n, fallback="error", parallel_iterations=2),
-    }
-    for where, run in runs.items():
-        got = run()
-        assert isinstance(got, tf.RaggedTensor), where
-        assert got.to_list() == want, where
+    for mode in modes:
+        got = testing.run_in_mode(body, n, mode, fallback="error")
+        assert isinstance(got, tf.RaggedTensor), mode
+        assert got.to_list() == want, mode
 
 
 # -- RaggedRange -------------------------------------------------------------------
@@ -78,19 +73,20 @@ RANGE_KINDS = [("S0", "U", "U"), ("U", "S1", "U"), ("U", "U", "S0"), ("S1", "S1"
 
 
 @pytest.mark.parametrize("kinds", RANGE_KINDS, ids="-".join)
-def test_ragged_range_of_every_argument_kind(kinds):
+def test_ragged_range_of_every_argument_kind(kinds, case_modes):
     args = _range_args(kinds, np.random.default_rng(0), tf.int32)
-    check_ragged_tensor(lambda i: tf.ragged.range(*args(i)), MAX_N)
-    check(lambda i: tf.ragged.range(*args(i)).to_tensor(), MAX_N)
+    check_ragged_tensor(lambda i: tf.ragged.range(*args(i)), MAX_N, case_modes)
+    check(lambda i: tf.ragged.range(*args(i)).to_tensor(), MAX_N, modes=case_modes)
 
 
 @settings(max_examples=8, deadline=None)
 @given(n=st.integers(0, MAX_N), kinds=st.sampled_from(RANGE_KINDS),
        dtype=st.sampled_from([tf.int32, tf.int64, tf.float32]),
-       splits=st.sampled_from([tf.int32, tf.int64]), seed=st.integers(0, 2**16))
-def test_ragged_range(n, kinds, dtype, splits, seed):
+       splits=st.sampled_from([tf.int32, tf.int64]), seed=st.integers(0, 2**16), mode=MODE)
+def test_ragged_range(n, kinds, dtype, splits, seed, mode):
     args = _range_args(kinds, np.random.default_rng(seed), dtype)
-    check_ragged_tensor(lambda i: tf.ragged.range(*args(i), row_splits_dtype=splits), n)
+    check_ragged_tensor(lambda i: tf.ragged.range(*args(i), row_splits_dtype=splits), n,
+                        (mode,))
 
 
 def test_ragged_range_of_a_zero_step_fails_like_the_loop():
@@ -108,22 +104,23 @@ COUNTS = tf.constant([2, 0, 3, 1])
 
 @pytest.mark.parametrize("params", ["rank1", "rank2"])
 @pytest.mark.parametrize("index", ["scalar", "vector", "ragged", "range"])
-def test_gather_of_a_captured_ragged_tensor(params, index):
+def test_gather_of_a_captured_ragged_tensor(params, index, case_modes):
     rt = RT1 if params == "rank1" else RT2
     pick = {"scalar": lambda i: INDEX[i, 0], "vector": lambda i: INDEX[i],
             "ragged": lambda i: INDEX[i, :COUNTS[i]], "range": tf.range}[index]
-    check_ragged_tensor(lambda i: tf.gather(rt, pick(i)), MAX_N)
+    check_ragged_tensor(lambda i: tf.gather(rt, pick(i)), MAX_N, case_modes)
     if not (params == "rank1" and index == "scalar"):  # else a dense row already
-        check(lambda i: tf.gather(rt, pick(i)).to_tensor(), MAX_N)
+        check(lambda i: tf.gather(rt, pick(i)).to_tensor(), MAX_N, modes=case_modes)
 
 
 @settings(max_examples=6, deadline=None)
-@given(n=st.integers(0, MAX_N), ragged=st.booleans(), seed=st.integers(0, 2**16))
-def test_gather_by_drawn_indices(n, ragged, seed):
+@given(n=st.integers(0, MAX_N), ragged=st.booleans(), seed=st.integers(0, 2**16), mode=MODE)
+def test_gather_by_drawn_indices(n, ragged, seed, mode):
     rng = np.random.default_rng(seed)
     index = tf.constant(rng.integers(0, 4, size=[MAX_N, 3]), tf.int64)
     counts = tf.constant(rng.integers(0, 4, size=MAX_N), tf.int32)
-    check_ragged_tensor(lambda i: tf.gather(RT2, index[i, :counts[i]] if ragged else index[i]), n)
+    check_ragged_tensor(lambda i: tf.gather(RT2, index[i, :counts[i]] if ragged else index[i]), n,
+                        (mode,))
 
 
 def test_gather_out_of_range_fails_like_the_loop():
@@ -149,19 +146,19 @@ SPLIT_COUNTS = tf.constant([2, 4, 2, 4])
 @pytest.mark.parametrize("kwargs", [{}, {"default_value": -1}, {"shape": [None, 3]},
                                     {"shape": [1, None]}, {"shape": [3, 2]}],
                          ids=["plain", "default", "width", "rows", "fixed"])
-def test_to_tensor_of_stacked_splits(kwargs):
+def test_to_tensor_of_stacked_splits(kwargs, case_modes):
     def body(i):
         values = VALUES[i, :SPLITS[i, -1]]  # ragged values
         rt = tf.RaggedTensor.from_row_splits(values, SPLITS[i], validate=False)
         return rt.to_tensor(**kwargs)
 
-    check(body, MAX_N)
+    check(body, MAX_N, modes=case_modes)
 
     def stacked(i):
         rt = tf.RaggedTensor.from_row_splits(VALUES[i], [0, 1, 4], validate=False)
         return (rt * (i + 1)).to_tensor(**kwargs)
 
-    check(stacked, MAX_N)
+    check(stacked, MAX_N, modes=case_modes)
 
 
 def test_to_tensor_of_ragged_splits():
@@ -236,10 +233,10 @@ def test_to_tensor_gradients_match_the_loop():
 
 
 @pytest.mark.parametrize("rt", [RT1, RT2], ids=["rank1", "rank2"])
-def test_a_row_of_a_captured_ragged_tensor(rt):
-    check_ragged_tensor(lambda i: rt[i], MAX_N)
+def test_a_row_of_a_captured_ragged_tensor(rt, case_modes):
+    check_ragged_tensor(lambda i: rt[i], MAX_N, case_modes)
     check(lambda i: tf.reduce_sum(rt[i], axis=-1) if rt.ragged_rank == 1
-          else tf.reduce_sum(rt[i].to_tensor(), axis=-1), MAX_N)
+          else tf.reduce_sum(rt[i].to_tensor(), axis=-1), MAX_N, modes=case_modes)
 
 
 XLA_BODIES = {
@@ -402,8 +399,8 @@ def _body_params(kinds, rng):
 @pytest.mark.parametrize("kinds", GATHER_KINDS, ids="".join)
 @settings(max_examples=2, deadline=None)
 @given(n=st.integers(0, MAX_N), seed=st.integers(0, 2**16),
-       index=st.sampled_from(["scalar", "vector", "ragged"]))
-def test_gather_of_params_built_in_the_body(kinds, n, seed, index):
+       index=st.sampled_from(["scalar", "vector", "ragged"]), mode=MODE)
+def test_gather_of_params_built_in_the_body(kinds, n, seed, index, mode):
     rng = np.random.default_rng(seed)
     params = _body_params(kinds, rng)
     picks = tf.constant(rng.integers(0, 8, size=[MAX_N, 3]), tf.int32)
@@ -415,7 +412,7 @@ def test_gather_of_params_built_in_the_body(kinds, n, seed, index):
         return tf.gather(rt, {"scalar": valid[0], "vector": valid,
                               "ragged": valid[:counts[i]]}[index])
 
-    check_ragged_tensor(body, n)
+    check_ragged_tensor(body, n, (mode,))
 
 
 def test_gather_of_params_built_in_the_body_out_of_range_fails_like_the_loop():

@@ -206,26 +206,18 @@ TABLE = tf.constant([["a bb c", ""], ["", ""], ["dd  e", "x y z w"], ["x", "q,r"
 COUNTS = tf.constant([2, 0, 1, 2])
 
 
-def check(body, n):
-    """A body returning a tensor or a tf.RaggedTensor: pfor (eager, tf.function of
-    run-time iters, chunks of 2) equals the loop row by row; nothing falls back."""
+def check(body, n, modes=testing.RUN_MODES):
+    """A body returning a tensor or a tf.RaggedTensor: pfor (in each of ``modes``)
+    equals the loop row by row; nothing falls back."""
     want = [body(tf.constant(j)) for j in range(n)]
     if want and not isinstance(want[0], tf.RaggedTensor):
-        testing.assert_matches_loop(body, n, modes=testing.RUN_MODES, ragged_outputs=True)
+        testing.assert_matches_loop(body, n, modes=modes, ragged_outputs=True)
         return
     want = [w.to_list() for w in want]
-    runs = {
-        "eager": lambda: pf.pfor(body, n, fallback="error", ragged_outputs=True),
-        "tf.function": lambda: tf.function(
-            lambda iters: pf.pfor(body, iters, fallback="error", ragged_outputs=True),
-            autograph=False)(tf.constant(n)),
-        "chunks": lambda: pf.pfor(body, n, fallback="error", ragged_outputs=True,
-                                  parallel_iterations=2),
-    }
-    for where, run in runs.items():
-        got = run()
+    for mode in modes:
+        got = testing.run_in_mode(body, n, mode, fallback="error", ragged_outputs=True)
         got = got.to_list() if isinstance(got, tf.RaggedTensor) else got.numpy().tolist()
-        assert got == want, where
+        assert got == want, mode
 
 
 SPLITS = {
@@ -238,12 +230,12 @@ SPLITS = {
 
 @pytest.mark.parametrize("split", sorted(SPLITS))
 @pytest.mark.parametrize("source", ["scalar", "vector", "ragged"])
-def test_split(split, source):
+def test_split(split, source, case_modes):
     fn = SPLITS[split]
     pick = {"scalar": lambda i: WORDS[i], "vector": lambda i: TABLE[i],
             "ragged": lambda i: TABLE[i, :COUNTS[i]]}[source]
-    check(lambda i: fn(pick(i)), MAX_N)
-    check(lambda i: tf.size(fn(pick(i))), MAX_N)
+    check(lambda i: fn(pick(i)), MAX_N, case_modes)
+    check(lambda i: tf.size(fn(pick(i))), MAX_N, case_modes)
 
 
 def test_split_dense_and_reduced_results():
@@ -261,11 +253,12 @@ def test_split_of_no_iteration_and_of_empty_rows():
 
 @settings(max_examples=12, deadline=None)
 @given(n=st.integers(0, MAX_N), ragged=st.booleans(), sep=st.sampled_from([None, " ", "ab"]),
-       seed=st.integers(0, 2**16))
-def test_split_of_drawn_strings(n, ragged, sep, seed):
+       seed=st.integers(0, 2**16), mode=st.sampled_from(testing.RUN_MODES))
+def test_split_of_drawn_strings(n, ragged, sep, seed, mode):
     rng = np.random.default_rng(seed)
     pieces = np.array(["a", "b", " ", "ab", ""])
     strings = ["".join(rng.choice(pieces, size=rng.integers(0, 6))) for _ in range(MAX_N * 3)]
     table = tf.constant(np.array(strings).reshape(MAX_N, 3))
     counts = tf.constant(rng.integers(0, 4, size=MAX_N), tf.int32)
-    check(lambda i: tf.strings.split(table[i, :counts[i]] if ragged else table[i], sep=sep), n)
+    check(lambda i: tf.strings.split(table[i, :counts[i]] if ragged else table[i], sep=sep), n,
+          (mode,))

@@ -12,7 +12,8 @@
 - ``assert_pack_listed``: a pack's own test that the host lists it.
 - ``RaggedArg`` and ``rows``: an argument whose rows differ in length, a value whose
   shape differs between iterations in a body; ``lengths_strategy`` draws the lengths
-  and ``draw_modes`` a mode per example; ``assert_gradients_match`` compares gradients
+  and ``draw_modes`` a mode per example (``case_modes`` per parametrized case);
+  ``assert_gradients_match`` compares gradients
   through pfor with the loop's.
 
 The project's own tests use the same kit, so a pack author checks a converter exactly
@@ -26,7 +27,7 @@ from pfor_core.testing.loop import (DRAWN_MODES, MODES, RUN_MODES, TOLERANCES, R
                                     check_op_all_combinations, check_op_unknown_shapes,
                                     draw_stacked, invariance_combinations, loop_fn_for,
                                     random_values, rows, run_in_mode, sequential, tolerance)
-from pfor_core.testing.drawn import (check, check_inputs, draw_modes, draw_rows,
+from pfor_core.testing.drawn import (case_modes, check, check_inputs, draw_modes, draw_rows,
                                      lengths_strategy)
 from pfor_core.testing.packs import assert_pack_listed
 
@@ -34,7 +35,7 @@ __all__ = [
     "DRAWN_MODES", "MODES", "RUN_MODES", "RaggedArg", "TOLERANCES", "assert_allclose",
     "assert_fails_like_loop", "assert_gradients_match", "assert_matches_loop",
     "assert_pack_listed", "assert_rows", "assert_rows_match", "assert_same_results",
-    "check", "check_inputs", "check_op", "check_op_all_combinations",
+    "case_modes", "check", "check_inputs", "check_op", "check_op_all_combinations",
     "check_op_unknown_shapes", "draw_modes", "draw_rows", "draw_stacked",
     "invariance_combinations", "lengths_strategy", "loop_fn_for", "random_values", "rows",
     "run_in_mode", "sequential", "tolerance",

@@ -50,6 +50,32 @@ def draw_modes(data, choices=RUN_MODES) -> tuple[str]:
     return (data.draw(st.sampled_from(choices), label="mode"),)
 
 
+def case_modes(node, choices=RUN_MODES) -> tuple[str, ...]:
+    """What ``draw_modes`` is to a drawn example, for a parametrized pytest case
+    (``request.node``): one mode of ``choices``, taken in turn over the function's
+    cases, so they cover the modes between them instead of each running all of them (a
+    case that is not parametrized runs all ``choices``), as
+    ``assert_matches_loop(..., modes=...)`` takes it.
+
+    >>> import types
+    >>> from pfor_core import testing
+    >>> case = types.SimpleNamespace(originalname="test_x",
+    ...                              callspec=types.SimpleNamespace(indices={"n": 0}))
+    >>> [testing.case_modes(case)[0] != testing.case_modes(
+    ...     types.SimpleNamespace(originalname="test_x",
+    ...                           callspec=types.SimpleNamespace(indices={"n": k})))[0]
+    ...  for k in (1, 2)]
+    [True, True]
+    """
+    import zlib  # pylint: disable=import-outside-toplevel
+
+    callspec = getattr(node, "callspec", None)
+    if callspec is None:
+        return tuple(choices)
+    turn = zlib.crc32(node.originalname.encode()) + sum(callspec.indices.values())
+    return (choices[turn % len(choices)],)
+
+
 def lengths_strategy(n: int, max_len: int):
     """Hypothesis: ``n`` per-iteration lengths in 0..max_len (0 included), for
     ``testing.rows``."""
