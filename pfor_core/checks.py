@@ -92,12 +92,13 @@ def iters_tensor(value) -> tf.Tensor:
     """A run-time ``iters`` as an int32 scalar, checked to be in ``[0, 2**31 - 1]`` when
     it runs (before the cast, which would wrap a larger int64 count)."""
     tensor = tf.reshape(tf.convert_to_tensor(value), [])
-    checks = [tf.debugging.assert_non_negative(tensor, message="pfor: iters must be >= 0")]
+    # Plain Asserts: tf.debugging.assert_non_negative emits some 30 ops per call.
+    checks = [tf.debugging.Assert(tensor >= 0, ["pfor: iters must be >= 0, got", tensor])]
     if tensor.dtype.max > MAX_ITERS:
-        checks.append(tf.debugging.assert_less_equal(
-            tensor, tf.constant(MAX_ITERS, tensor.dtype),
-            message=f"pfor: iters is more than pfor supports: at most {MAX_ITERS} "
-                    "(2**31 - 1) iterations, the int32 range"))
+        checks.append(tf.debugging.Assert(
+            tensor <= tf.constant(MAX_ITERS, tensor.dtype),
+            [f"pfor: iters is more than pfor supports: at most {MAX_ITERS} (2**31 - 1) "
+             "iterations, the int32 range; got", tensor]))
     with tf.control_dependencies(checks):
         return tf.identity(tf.cast(tensor, tf.int32))  # a new op, which carries the checks
 

@@ -19,21 +19,26 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACK = ROOT / "examples" / "pfor_converters_example"
 
 CHECK = textwrap.dedent("""
-    import json, subprocess, sys
+    import contextlib, io, json
     import tensorflow as tf
     import pfor_core as pf
-    pfor_cli = [sys.executable, "-c", "import sys; from pfor_core.cli import main; sys.exit(main())"]
-    packs = subprocess.run(pfor_cli + ["packs"], capture_output=True, text=True, check=True).stdout
+    from pfor_core.cli import main
+
+    def pfor_cli(*argv):  # the command, in this process (one TensorFlow start-up)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(list(argv)) == 0, argv
+        return out.getvalue()
+
+    packs = pfor_cli("packs")
     assert "example" in packs, packs
-    ops = subprocess.run(pfor_cli + ["ops", "--json"], capture_output=True, text=True,
-                         check=True).stdout
+    ops = pfor_cli("ops", "--json")
     dawsn = [row for row in json.loads(ops) if row["op_type"] == "Dawsn"][0]
     assert (dawsn["pack"], dawsn["converter"], dawsn["priority"]) == (
         "pfor-converters-example", "pfor_converters_example.special.convert_dawsn", 10), dawsn
     assert ("pfor-converters-math", "shadowed") in {
         (e["pack"], e["status"]) for e in dawsn["entries"]}, dawsn
-    patterns = subprocess.run(pfor_cli + ["ops", "--patterns", "--pack", "pfor-converters-example"],
-                              capture_output=True, text=True, check=True).stdout
+    patterns = pfor_cli("ops", "--patterns", "--pack", "pfor-converters-example")
     rows = {(*line.split()[:2], line.split()[2].rsplit(".", 1)[-1])
             for line in patterns.splitlines() if len(line.split()) > 2}
     assert {("Gather", "US", "convert_gather_invariant_params"),
