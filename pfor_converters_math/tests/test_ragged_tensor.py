@@ -261,10 +261,12 @@ def test_under_xla_the_converters_decline_with_the_reason(body):
 
 def test_reductions_over_the_rows_of_a_per_iteration_ragged_tensor():
     starts, limits = INDEX[:, 0], INDEX[:, 1] + 2
-    check(lambda i: tf.reduce_sum(tf.ragged.range(starts[:i], limits[:i]), axis=1), MAX_N)
-    check(lambda i: tf.reduce_max(tf.gather(RT1, INDEX[i, :COUNTS[i]]), axis=1), MAX_N)
-    check(lambda i: tf.reduce_sum(tf.gather(RT2, tf.range(i)), axis=[1, 2]), MAX_N)
-    check(lambda i: tf.repeat(tf.range(COUNTS[i]), INDEX[i, :COUNTS[i]]), MAX_N)
+    bodies = [lambda i: tf.reduce_sum(tf.ragged.range(starts[:i], limits[:i]), axis=1),
+              lambda i: tf.reduce_max(tf.gather(RT1, INDEX[i, :COUNTS[i]]), axis=1),
+              lambda i: tf.reduce_sum(tf.gather(RT2, tf.range(i)), axis=[1, 2]),
+              lambda i: tf.repeat(tf.range(COUNTS[i]), INDEX[i, :COUNTS[i]])]
+    for k, body in enumerate(bodies):  # the bodies take the modes in turn
+        check(body, MAX_N, modes=(testing.RUN_MODES[k % 3],))
 
 
 def test_gradients_through_a_sum_over_gathered_rows():
@@ -452,14 +454,16 @@ def test_ragged_tensor_parts_of_every_kind():
         middle = tf.RaggedTensor.from_row_splits(values[i, :six[i]], [0, 3, 6])
         return tf.RaggedTensor.from_row_splits(middle, [0, 1, 2])
 
-    for params in (flat, nested, under_fixed):
-        check_ragged_tensor(lambda i: tf.gather(params(i), [1, 0]), 4)  # noqa: B023
+    for k, params in enumerate((flat, nested, under_fixed)):  # the modes in turn
+        check_ragged_tensor(lambda i: tf.gather(params(i), [1, 0]), 4,  # noqa: B023
+                            (testing.RUN_MODES[k],))
     fixed = lambda i: tf.RaggedTensor.from_row_lengths(  # noqa: E731
         values[i], tf.stack([i % 3, 6 - i % 3]))
     varying = lambda i: tf.RaggedTensor.from_row_lengths(  # noqa: E731
         values[i], tf.concat([[6], tf.zeros([i], tf.int64)], 0))
-    for rt in (fixed, varying):
-        check(lambda i: rt(i).to_tensor(default_value=-tf.cast(i, tf.float32)), 4)  # noqa: B023
+    for k, rt in enumerate((fixed, varying)):
+        check(lambda i: rt(i).to_tensor(default_value=-tf.cast(i, tf.float32)),  # noqa: B023
+              4, modes=(testing.RUN_MODES[k + 1],))
 
 
 ROWS, WIDTH = 3, 4
