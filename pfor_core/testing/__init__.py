@@ -13,8 +13,7 @@
 - ``RaggedArg`` and ``rows``: an argument whose rows differ in length, a value whose
   shape differs between iterations in a body; ``lengths_strategy`` draws the lengths
   and ``draw_modes`` a mode per example (``case_modes`` per parametrized case);
-  ``assert_gradients_match`` compares gradients
-  through pfor with the loop's.
+  ``assert_gradients_match`` compares gradients through pfor with the loop's.
 
 The project's own tests use the same kit, so a pack author checks a converter exactly
 as the first-party packs do.
