@@ -29,7 +29,7 @@ def _entries(ctx, value):
         return flat, shapes.owners(counts)
     tensor = ctx.stack(value)
     d = ctx.dims(tensor)
-    return shapes.reshape(tensor, [d[0] * d[1]] + d[2:]), tf.repeat(tf.range(ctx.n), d[1])
+    return shapes.reshape(tensor, [d[0] * d[1]] + d[2:]), shapes.owners(tf.fill([ctx.n], d[1]))
 
 
 def convert_sparse_to_dense(ctx):

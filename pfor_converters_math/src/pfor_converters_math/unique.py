@@ -30,7 +30,7 @@ def _elements(ctx, x):
         return flat, shapes.owners(counts), counts, tf.shape(x.padded)[1]
     tensor = ctx.stack(x)
     width = tf.shape(tensor)[1]
-    rows = tf.repeat(tf.range(ctx.n), tf.fill([ctx.n], width))
+    rows = shapes.owners(tf.fill([ctx.n], width))
     return tf.reshape(tensor, [-1]), rows, None, width
 
 

@@ -74,7 +74,7 @@ def _flat_entries(ctx, value):
         return flat, shapes.owners(counts), counts
     tensor = ctx.stack(value)
     d = ctx.dims(tensor)
-    owner = tf.repeat(tf.range(ctx.n), d[1])
+    owner = shapes.owners(tf.fill([ctx.n], d[1]))
     counts = tf.fill([ctx.n], tf.cast(d[1], tf.int32))
     return shapes.reshape(tensor, [d[0] * d[1]] + d[2:]), owner, counts
 
