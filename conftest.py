@@ -60,7 +60,6 @@ import json  # noqa: E402
 import pathlib  # noqa: E402
 
 
-
 _STRICT_KEY = "pfor_strict_patterns"
 
 
