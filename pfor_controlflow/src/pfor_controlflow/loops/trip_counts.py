@@ -174,15 +174,18 @@ class _Finished:
         the per-row dimensions of the values it stands for (``bases``: the loop's
         values of all rows, None for a scalar per row), which the stitch that merges
         them needs also where the static shape does not tell them."""
-        out = []
-        for array, (dtype, shape), base in zip(arrays, self._all(), [None] + bases):
-            if base is not None:
-                dims = tf.concat([[0], tf.shape(base)[1:]], 0)
-            else:
-                dims = [0] + [d if d is not None else 0 for d in shape.as_list()]
-            out.append(tf.cond(array.size() > 0, array.concat, lambda e=dims, d=dtype:
-                               tf.zeros(e, d)))
-        return out
+        def empty():
+            out = []
+            for (dtype, shape), base in zip(self._all(), [None] + bases):
+                if base is not None:
+                    dims = tf.concat([[0], tf.shape(base)[1:]], 0)
+                else:
+                    dims = [0] + [d if d is not None else 0 for d in shape.as_list()]
+                out.append(tf.zeros(dims, dtype))
+            return out
+
+        # Every array is written at the same steps: one conditional for all of them.
+        return tf.cond(arrays[0].size() > 0, lambda: [a.concat() for a in arrays], empty)
 
 
 def run_subset(loop, parallel):
