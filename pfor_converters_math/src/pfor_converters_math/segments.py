@@ -153,7 +153,7 @@ def _elements(ctx, data, ids):
     tensor = ctx.stack(data)
     rows = shapes.merge_leading(tensor, n=ctx.n)
     d = ctx.dims(ids.tensor)
-    owner = tf.cast(shapes.owners(tf.fill([ctx.n], d[1])), ids.dtype)
+    owner = shapes.owners(tf.fill([ctx.n], d[1]), dtype=ids.dtype)
     return rows, tf.reshape(ids.tensor, [-1]), owner, ids.tensor, True
 
 
