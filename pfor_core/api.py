@@ -14,7 +14,7 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph
 from tensorflow.python.ops import control_flow_util
 
-from pfor_core import (autograph, budget, checks, chunk_tails, empty, mapped,
+from pfor_core import (autograph, budget, checks, chunk_tails, empty, mapped, op_traces,
                        outputs as outputs_, staging)
 from pfor_core.plugins import default_registry
 from pfor_core.trace import trace_body
@@ -64,6 +64,11 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
     n = tf.constant(n_static, tf.int32) if n_static is not None else empty.hide(
         checks.iters_tensor(iters))
     body = trace_body(loop_fn)
+    with op_traces.shared():  # (the body's ops keep their own, traced above)
+        return body.pack(_converted_outputs(body, n, n_static, options, records))
+
+
+def _converted_outputs(body, n, n_static, options, records):
     k = options.parallel_iterations
     if k == "auto" and n_static != 0:
         k = _balanced(_fit(body, options, n_static), n_static)
@@ -78,7 +83,7 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
             outputs = _convert_all(body, n, n_static, options, records)
     else:
         outputs = _convert_in_chunks(body, n, n_static, k, options, records)
-    return body.pack(outputs)
+    return outputs
 
 
 def _convert_in_chunks(body, n, n_static, k, options, records):
