@@ -37,6 +37,18 @@ for _pack in ("pfor_converters_math", "pfor_converters_nn", "pfor_converters_sta
 
 
 import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+
+# Grappler off by default: it rewrites every function a test instantiates (about a tenth
+# of the suite's time) and the checks compare pfor's graph as emitted with the loop. Tests
+# marked ``grappler`` (the differential fuzzer, the real models) run
+# optimized, as users do; the benchmarks run in subprocesses with TensorFlow's defaults.
+@pytest.fixture(autouse=True)
+def _grappler(request):
+    on = request.node.get_closest_marker("grappler") is not None
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": not on})
+    yield
 
 
 @pytest.fixture

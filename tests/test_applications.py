@@ -16,6 +16,8 @@ import tensorflow as tf
 import pfor_core as pf
 from pfor_core import testing
 
+pytestmark = pytest.mark.grappler  # real models, optimized as users run them
+
 TOL = dict(rtol=1e-3, atol=1e-4)  # convolutions and recurrences sum in another order
 MODELS = ["mlp", "cnn", "lstm"]
 INPUT_SHAPES = {"mlp": [5], "cnn": [28, 28, 1], "lstm": [4, 3]}

@@ -12,6 +12,11 @@ import pfor_core as pf
 from pfor_core import testing
 from pfor_controlflow.loops import masking
 
+# With TensorFlow's graph optimizer off altogether (no single pass of it matters), the
+# loop counters of the active-subset runner in a jit_scope come out as zeros: kept
+# optimized, as users run, until that is understood.
+pytestmark = pytest.mark.grappler
+
 N, STEPS, WIDTH = 3, 5, 4
 X = tf.random.stateless_normal([N, STEPS, WIDTH], seed=[7, 1])
 # One row running no step, every row running none, and every row running some.

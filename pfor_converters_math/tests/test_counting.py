@@ -114,10 +114,7 @@ def test_clamped_size_is_one_size_and_compiles_in_a_loop_under_xla():
                                                        maxlength=3)),
             (0, tf.zeros([3], tf.int32)))[1]
 
-    want = tf.stack([body(tf.constant(i)) for i in range(3)])
-    got = tf.function(lambda: pf.pfor(body, 3, fallback="error"), jit_compile=True)()
-    np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(pf.pfor(body, 3, fallback="error"), want)
+    testing.assert_matches_loop(body, 3, modes=("eager", "xla"))
 
 
 iters = st.sampled_from([0, 1, 2, 3, 3])

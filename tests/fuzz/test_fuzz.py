@@ -12,7 +12,7 @@ import pytest
 import fuzz_modes
 from fuzz_run import fuzz_property
 
-pytestmark = pytest.mark.fuzz
+pytestmark = [pytest.mark.fuzz, pytest.mark.grappler]  # optimized, as users run
 
 # Examples per mode (derandomized), about a minute in all on 2 cores; XLA compiles both
 # the loop and pfor's graph, so it gets fewer.
