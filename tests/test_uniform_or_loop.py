@@ -27,21 +27,12 @@ def summed(i):
     return tf.reduce_sum(conv_of_window(i) ** 2, axis=0)
 
 
-def _runs(body, n, **kwargs):
-    graph = tf.function(lambda k: pf.pfor(body, k, **kwargs), autograph=False)
-    return {"eager": pf.pfor(body, n, **kwargs), "tf.function": graph(tf.constant(n)),
-            "chunked": pf.pfor(body, n, parallel_iterations=2, **kwargs)}
-
-
 # 9 iterations: the last windows hold 3 and 2 rows; 7: every window holds 4.
 @pytest.mark.parametrize("n", [9, 7])
 def test_clipped_windows_reach_an_op_without_ragged_converters(n):
-    want = tf.stack([summed(tf.constant(i)) for i in range(n)])
-    for where, got in _runs(summed, n, fallback="loop").items():
-        assert_allclose(got, want, what=f"pfor ({where})")
-    rows = [conv_of_window(tf.constant(i)) for i in range(n)]
-    for where, got in _runs(conv_of_window, n, fallback="loop", ragged_outputs=True).items():
-        testing.assert_rows_match(got, rows, where=f" ({where})")
+    testing.assert_matches_loop(summed, n, modes=testing.RUN_MODES, fallback="loop")
+    testing.assert_matches_loop(conv_of_window, n, modes=testing.RUN_MODES, fallback="loop",
+                                ragged=True)
 
 
 def test_the_op_is_reported_as_a_fallback():

@@ -2,4 +2,4 @@
 invariant writes), random ops (stateful, and stateless with per-iteration seeds, drawn
 exactly), print and assert."""
 
-__version__ = "0.4.2"
+__version__ = "0.7.0"
