@@ -42,8 +42,9 @@ import tensorflow as tf  # noqa: E402
 
 # Grappler off by default: it rewrites every function a test instantiates (about a tenth
 # of the suite's time) and the checks compare pfor's graph as emitted with the loop. Tests
-# marked ``grappler`` (the differential fuzzer, the real models) run
+# marked ``grappler`` (the differential fuzzer, the real models, the XLA loop tests) run
 # optimized, as users do; the benchmarks run in subprocesses with TensorFlow's defaults.
+# The option travels with each function call (its config_proto), so it can change per test.
 @pytest.fixture(autouse=True)
 def _grappler(request):
     on = request.node.get_closest_marker("grappler") is not None
