@@ -9,6 +9,7 @@ from pfor_core import data
 from pfor_core.api import map_fn, pfor, vectorized_map
 from pfor_core.collectives import all_gather, all_max, all_mean, all_min, all_sum
 from pfor_core.custom import custom_vectorization
+from pfor_core.dag import dag_map
 from pfor_core.derivatives import (batch_jacobian, hessian, jacobian, per_example_gradients,
                                    tape_batch_jacobian, tape_jacobian)
 from pfor_core.errors import ConversionError, FallbackWarning
@@ -25,7 +26,7 @@ _autograph.keep_library_unconverted()
 
 __all__ = [
     "CONVERTER_API_VERSION", "ConversionError", "FallbackWarning", "Invariant", "Report",
-    "Stacked", "all_gather", "data", "all_max", "all_mean", "all_min", "all_sum", "batch_jacobian", "custom_vectorization", "default_registry", "explain", "hessian", "hookimpl",
+    "Stacked", "all_gather", "data", "all_max", "all_mean", "all_min", "all_sum", "batch_jacobian", "custom_vectorization", "dag_map", "default_registry", "explain", "hessian", "hookimpl",
     "jacobian", "map_fn", "per_example_gradients", "pfor", "register_batch_polymorphic",
     "register_converter", "tape_batch_jacobian", "tape_jacobian", "vectorized_map", "vmap",
 ]
