@@ -11,8 +11,11 @@ from pfor_core import api
 _TRACES = 4  # fixed-point traces that find the state's structure from the cell itself
 
 
-def dag_map(cell, inputs, children, *, fallback="warn"):
+def dag_map(cell, inputs, children, *, fallback="warn", state_signature=None):
     """Every node's state of ``cell`` run children before parents (docs/api.rst).
+
+    ``state_signature`` (a ``tf.TensorSpec`` of one node's state, or a structure of
+    them) is needed only where tracing ``cell`` cannot find the state.
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf
@@ -37,7 +40,7 @@ def dag_map(cell, inputs, children, *, fallback="warn"):
     checks = [_same_rows(t, n, children) for t in flat]
     with tf.control_dependencies(checks + _valid(children, n)):
         levels = tf.identity(_levels(children, n))
-    spec = _state_spec(cell, inputs, k)
+    spec = _state_spec(cell, inputs, k, state_signature)
 
     def gather_children(states, kids):
         mask = kids >= 0
@@ -48,23 +51,31 @@ def dag_map(cell, inputs, children, *, fallback="warn"):
             return tf.where(m, tf.gather(s, safe), tf.zeros_like(tf.gather(s, safe)))
         return tf.nest.map_structure(one, states), mask
 
-    def run_level(ids, states):
+    def run_level(level, states):
+        at = tf.equal(levels, level)
+        ids = tf.cast(tf.reshape(tf.where(at), [-1]), tf.int32)
+
         def one(i):
             v = ids[i]
             cs, mask = gather_children(states, children[v])
             x = tf.nest.map_structure(lambda t: t[v], inputs)
             return _checked(cell(x, cs, mask), spec)
         out = api.pfor(one, tf.size(ids), fallback=fallback)
-        return tf.nest.map_structure(
-            lambda s, o: tf.tensor_scatter_nd_update(s, ids[:, None], o), states, out)
+        # A select rather than a scatter: the same work (both copy the buffer), and
+        # it converts when dag_map itself runs inside pfor over trees of other sizes.
+        slot = tf.maximum(tf.cumsum(tf.cast(at, tf.int32)) - 1, 0)
+
+        def update(s, o):
+            keep = tf.reshape(at, [-1] + [1] * (s.shape.rank - 1))
+            return tf.where(keep, tf.gather(o, slot), s)
+        return tf.nest.map_structure(update, states, out)
 
     states = tf.nest.map_structure(
         lambda s: tf.zeros(tf.concat([[n], s.shape], 0), s.dtype), spec)
     depth = tf.reduce_max(tf.concat([levels, [-1]], 0)) + 1
 
     def body(level, states):
-        ids = tf.cast(tf.reshape(tf.where(tf.equal(levels, level)), [-1]), tf.int32)
-        return level + 1, run_level(ids, states)
+        return level + 1, run_level(level, states)
 
     _, states = tf.while_loop(lambda level, _: level < depth, body, (tf.constant(0), states))
     return states
@@ -105,11 +116,10 @@ def _valid(children, n):
     # Padded by one row so that no node (an empty graph) still formats.
     node = tf.argmax(tf.cast(tf.concat([bad, [False]], 0), tf.int32), output_type=tf.int32)
     row = tf.gather(tf.concat([children, -tf.ones([1, children.shape[1]], tf.int32)], 0), node)
-    msg = tf.strings.format(
-        "pf.dag_map: node {} has a child outside [-1, {}): its row of `children` is {}; "
-        "use the index of another node, or -1 for none", (node, n, row),
-        summarize=-1)
-    return [tf.debugging.Assert(tf.logical_not(tf.reduce_any(bad)), [msg])]
+    return [_require(tf.logical_not(tf.reduce_any(bad)), [
+        "pf.dag_map: node", node, "has a child outside [-1, n_nodes) with n_nodes =", n,
+        "- its row of `children` is", row, "; use the index of another node, or -1 for "
+        "none"])]
 
 
 def _levels(children, n):
@@ -130,44 +140,85 @@ def _levels(children, n):
         (tf.constant(0), tf.zeros([n], tf.int32), tf.constant(True)))
     # On or above a cycle the level only grows: the highest one is such a node.
     node = tf.argmax(tf.concat([levels, [-1]], 0), output_type=tf.int32)
-    msg = tf.strings.format(
-        "pf.dag_map: node {} is on a cycle of `children` or its children lead into one; "
-        "a node must not be its own descendant", (node,))
-    with tf.control_dependencies([tf.debugging.Assert(tf.logical_not(moving), [msg])]):
+    with tf.control_dependencies([_require(tf.logical_not(moving), [
+            "pf.dag_map: node", node, "is on a cycle of `children` or its children lead "
+            "into one; a node must not be its own descendant"])]):
         return tf.identity(levels)
 
 
-def _state_spec(cell, inputs, k):
-    """The state's structure, traced from ``cell`` until the child states it is given
-    are what it returns.
+def _require(ok, parts):
+    """An InvalidArgumentError of ``parts`` unless ``ok``: raised at once when eager,
+    else an Assert (its data a list, not a StringFormat, so it converts inside pfor)."""
+    if isinstance(ok, tf.__internal__.EagerTensor):
+        if not bool(ok):
+            text = " ".join(p if isinstance(p, str) else
+                            str(p.numpy().tolist()) for p in parts)
+            raise tf.errors.InvalidArgumentError(None, None, text)
+        return tf.no_op()
+    return tf.debugging.Assert(ok, parts, summarize=64)
 
-    Guesses: one float tensor of unknown shape (a structured state shows in what the
-    cell returns), then a row of the first input where that left shapes unknown.
+
+def _state_spec(cell, inputs, k, signature):
+    """One node's state spec: ``signature`` checked against the cell, or traced from
+    the cell until the child states it is given are what it returns.
+
+    Guesses: one float tensor of unknown shape (then a row of the first input, where
+    that leaves shapes unknown), then tuples of 2-4 of them (``h, c = child_states``).
     """
     row = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape[1:], t.dtype), inputs)
-    first_row = tf.nest.flatten(row)[0]
+    if signature is not None:
+        return _given_spec(cell, row, k, signature)
     floats = [t.dtype for t in tf.nest.flatten(inputs) if t.dtype.is_floating]
-    guess = tf.TensorSpec(None, floats[0] if floats else tf.float32)
-    tried_row, error = False, None
-    for _ in range(_TRACES):
-        try:
-            got = _trace(cell, row, guess, k)
-        except Exception as e:  # noqa: BLE001 - reported below with what was tried
-            got, error = None, e
-        if got is not None and _same(got, guess):
-            return got
-        if got is None or not all(s.shape.is_fully_defined() for s in tf.nest.flatten(got)):
-            if tried_row:
+    unknown = tf.TensorSpec(None, floats[0] if floats else tf.float32)
+    first_row = tf.TensorSpec(tf.nest.flatten(row)[0].shape, unknown.dtype)
+    error = None
+    for start in [unknown] + [(unknown,) * m for m in range(2, 5)]:
+        guess, tried_row = start, False
+        for _ in range(_TRACES):
+            try:
+                got = _trace(cell, row, guess, k)
+            except Exception as e:  # noqa: BLE001 - reported below if no guess works
+                error = error or e
                 break
-            tried_row, guess = True, tf.TensorSpec(first_row.shape, guess.dtype)
-            continue
-        guess = got
+            if _same(got, guess):
+                return got
+            if not _defined(got):
+                if tried_row:
+                    break
+                guess, tried_row = tf.nest.map_structure(
+                    lambda s: s if _defined(s) else first_row, got), True
+                continue
+            guess = got
     why = f" ({type(error).__name__}: {error})" if error is not None else ""
     raise ValueError(
-        "pf.dag_map could not find the state's structure and static shape by calling "
-        f"`cell` on child states of its own output{why}; make cell return the same "
-        "structure it reads from child_states, each tensor of a shape known without "
-        "running it")
+        "pf.dag_map could not find one node's state (its structure and static shape) by "
+        f"calling `cell` on child states like its own output{why}; pass "
+        "state_signature=tf.TensorSpec(...) (or a structure of them) for one node's state")
+
+
+def _given_spec(cell, row, k, signature):
+    try:
+        specs = tf.nest.flatten(signature)
+    except (TypeError, ValueError):
+        specs = []
+    if not specs or not all(isinstance(s, tf.TensorSpec) and s.shape.is_fully_defined()
+                            for s in specs):
+        raise TypeError(f"pf.dag_map: `state_signature` must be a tf.TensorSpec of one "
+                        f"node's state with a fully known shape, or a structure of them; "
+                        f"got {signature!r}")
+    try:
+        got = _trace(cell, row, signature, k)
+    except Exception as e:  # noqa: BLE001 - the cell's own error, with the signature
+        raise ValueError(f"pf.dag_map: `cell` fails on child states of `state_signature` "
+                         f"{signature} ({type(e).__name__}: {e}); make them agree") from e
+    if not _same(got, signature):
+        raise ValueError(f"pf.dag_map: `cell` returns {got} for child states of "
+                         f"`state_signature` {signature}; make them agree")
+    return signature
+
+
+def _defined(specs):
+    return all(s.shape.is_fully_defined() for s in tf.nest.flatten(specs))
 
 
 def _trace(cell, row, guess, k):

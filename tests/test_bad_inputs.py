@@ -225,6 +225,10 @@ def custom(batched=None):
 
 
 # -- the table ------------------------------------------------------------------------
+def dag_cell(x, child_states, child_mask):
+    return x + tf.reduce_sum(child_states, 0)
+
+
 def row(name, call, expect, bug=None):
     marks = [pytest.mark.xfail(strict=True, reason=bug)] if bug else []
     return pytest.param(call, expect, id=name, marks=marks)
@@ -590,6 +594,23 @@ ROWS = [
         lambda: pf.pfor(lambda i: custom(lambda s, x: x * 2.)(tf.gather(NAN, i)), 2,
                         fallback="error"),
         Loop(lambda: NAN * 2.)),
+    # pf.dag_map
+    row("dag-map-cell-not-callable", lambda: pf.dag_map(3, X, [[-1], [0]]),
+        Raises(ARG_ERRORS, "`cell` must be callable")),
+    row("dag-map-children-float", lambda: pf.dag_map(dag_cell, X, [[-1.], [0.]]),
+        Raises(ARG_ERRORS, "`children` must be an integer")),
+    row("dag-map-children-rank-1", lambda: pf.dag_map(dag_cell, X, [-1, 0]),
+        Raises(ARG_ERRORS, r"`children` must be \[n_nodes, k\]")),
+    row("dag-map-rows-differ", lambda: pf.dag_map(dag_cell, X, [[-1], [0], [1]]),
+        Raises(ARG_ERRORS, "`inputs` has 2 rows but `children` has 3")),
+    row("dag-map-no-inputs", lambda: pf.dag_map(dag_cell, [], [[-1], [0]]),
+        Raises(ARG_ERRORS, "`inputs` holds no tensor")),
+    row("dag-map-cycle", lambda: pf.dag_map(dag_cell, X, [[1], [0]]),
+        Raises((tf.errors.InvalidArgumentError,), "cycle")),
+    row("dag-map-child-out-of-range", lambda: pf.dag_map(dag_cell, X, [[-1], [2]]),
+        Raises((tf.errors.InvalidArgumentError,), r"node\W+1\W+has a child outside")),
+    row("dag-map-nan", lambda: pf.dag_map(dag_cell, NAN, [[-1], [0]], fallback="error"),
+        Loop(lambda: tf.stack([NAN[0], NAN[1] + NAN[0]]))),
 ]
 
 
@@ -612,7 +633,7 @@ COVERED = {
     "all_max": "all-max-", "all_mean": "all-mean-", "all_gather": "all-gather-",
     "register_converter": "register-converter-",
     "register_batch_polymorphic": "register-batch-polymorphic-",
-    "custom_vectorization": "custom-vectorization-",
+    "custom_vectorization": "custom-vectorization-", "dag_map": "dag-map-",
 }
 
 

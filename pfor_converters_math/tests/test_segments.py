@@ -274,3 +274,15 @@ def test_unsorted_segments_of_ragged_data_by_ids_of_one_shape():
         check(lambda i: fn(xs[i, :lengths[i]], ids, 3), 3)  # noqa: B023
     testing.assert_fails_like_loop(
         lambda i: tf.math.unsorted_segment_sum(xs[i, :tf.constant([3, 2, 3])[i]], ids, 3), 3)
+
+
+def test_unsorted_segments_of_data_ragged_beyond_the_ids():
+    """Rows whose own width differs per iteration (a gradient of a ragged value's rows
+    summed by ids, as pf.dag_map's gradient inside pfor makes): the sums keep the width."""
+    xs = tf.reshape(tf.range(36.0) - 10., [3, 4, 3])
+    ids = tf.constant([[0, 2, 2, 1], [1, 1, 0, 0], [2, 0, 0, 2]])
+    rows, widths, counts = tf.constant([4, 0, 3]), tf.constant([2, 3, 1]), tf.constant([3, 2, 4])
+    for fn in UNSORTED:
+        check(lambda i: fn(xs[i, :rows[i], :widths[i]], ids[i, :rows[i]], 3), 3)  # noqa: B023
+        check(lambda i: fn(xs[i, :rows[i], :widths[i]], ids[i, :rows[i]],  # noqa: B023
+                           counts[i]), 3)

@@ -193,9 +193,11 @@ def convert_unsorted_segment_ragged(ctx):
     if not isinstance(ids, Ragged):
         raise Decline("ids are not ragged")
     rank = ids.rank
+    trailing_lengths = ()
     if isinstance(data, Ragged):
-        if any(d >= rank for d in data.ragged_axes):
-            raise Decline("data ragged beyond the ids' dimensions")
+        # Rows whose own extents vary (a gradient's rows of a ragged value): the
+        # padding is zero, so summing padded rows leaves it zero; the sums keep them.
+        trailing_lengths = data.lengths[rank:]
         values = data.padded
     else:
         try:
@@ -226,9 +228,10 @@ def convert_unsorted_segment_ragged(ctx):
     (out,) = ctx.emit(flat, tf.cast(tf.reshape(blocks, [-1]), ids.dtype),
                       tf.cast(n * width + 1, ctx.op.inputs[2].dtype))
     out = tf.reshape(out[:n * width], tf.concat([[n, width], trailing], 0))
-    if not per_iteration:
+    lengths = ((counts if per_iteration else None,)
+               + (tuple(trailing_lengths) or (None,) * (len(values.shape) - 1 - rank)))
+    if all(length is None for length in lengths):
         return Stacked(tensor=out)
-    lengths = (counts,) + (None,) * (len(values.shape) - 1 - rank)
     return Ragged.from_stacked(out, lengths)
 
 
