@@ -48,6 +48,18 @@ def compare(fns: dict, *args, budget: float = 0.5, rounds: int = 5,
     return best
 
 
+def peak_bytes(fn):
+    """Peak bytes TensorFlow's CPU allocator reports above what was live, over one call
+    of ``fn()`` after a warm-up call."""
+    fn()
+    tf.config.experimental.reset_memory_stats("CPU:0")
+    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    out = fn()
+    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
+    del out
+    return peak
+
+
 def _sync(out):
     """Wait for the values (matters on GPUs, where ops run asynchronously)."""
     for t in tf.nest.flatten(out):

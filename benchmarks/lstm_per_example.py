@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import argparse
 
-from _bench import compare, header, table  # pylint: disable=import-error  (sets TF's log level)
+from _bench import compare, header, peak_bytes, table  # pylint: disable=import-error  (sets TF's log level)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -142,16 +142,6 @@ class Model:
                                         fallback="error")
 
 
-def _peak(fn):
-    fn()
-    tf.config.experimental.reset_memory_stats("CPU:0")
-    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    out = fn()
-    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
-    del out
-    return peak
-
-
 def _check(name, got, want, summed=False):
     want = [tf.reduce_sum(w, 0) if summed else w for w in want]
     for g, w in zip(got, want):
@@ -180,7 +170,7 @@ def run_form(model, form, x, y, xla, budget):
             continue
         _check(f"{form}: {name}", got, reference, summed=name.startswith("summed"))
     seconds = compare(compiled, budget=budget)
-    peaks = {name: _peak(fn) for name, fn in compiled.items()}
+    peaks = {name: peak_bytes(fn) for name, fn in compiled.items()}
     return seconds, peaks, failed
 
 

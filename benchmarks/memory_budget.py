@@ -24,21 +24,11 @@ import time
 import keras
 import tensorflow as tf
 
-from _bench import header, table  # pylint: disable=import-error
+from _bench import header, peak_bytes, table  # pylint: disable=import-error
 from per_example_mnist import build_model  # pylint: disable=import-error
 
 import pfor_core as pf
 from pfor_core import api
-
-
-def peak_of(fn):
-    fn()  # conversion and warm-up
-    tf.config.experimental.reset_memory_stats("CPU:0")
-    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    out = fn()
-    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
-    del out
-    return peak
 
 
 def best_times(fns, repeats=5):
@@ -87,7 +77,7 @@ def main():
                 continue
             fn = tf.function(lambda b=budget: pf.per_example_gradients(
                 loss_fn, variables, x, y, keepdims=True, fallback="error", memory_budget=b))
-            peak = peak_of(fn)
+            peak = peak_bytes(fn)
             chunk = api._balanced(chosen[-1], n) if budget else n  # pylint: disable=protected-access
             runs.append((label, budget, fn, peak, chunk))
         times = best_times([run[2] for run in runs])

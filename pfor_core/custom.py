@@ -78,6 +78,11 @@ class CustomVectorization:
         traced.__name__ = _PREFIX + re.sub(r"\W", "_", self.name.rsplit(".", 1)[-1])
         self._function = tf.function(traced, autograph=False)
         self._allows_none = False  # only the VJP rule may return None (no gradient)
+        # Core-only: ``layout_rule(layouts, conversion)`` maps the arguments' layouts
+        # (ragged ones too) to the outputs', or None to convert the call op by op; its
+        # gradients are the original's (pf.dag_map).
+        self.layout_rule = None
+        self.layout_rule_text = ""  # what pf.explain says the rule did
 
     def def_vectorized(self, batched_fn):
         """Set the batched implementation: ``batched_fn(stacked, *args)``; returns it.
@@ -133,9 +138,10 @@ class CustomVectorization:
         flat_args = list(flat_args)
         wanted = [k for k, t in enumerate(outputs) if _differentiable(t.dtype)]
         dys = [tf.zeros_like(outputs[k]) if dys[k] is None else dys[k] for k in wanted]
-        if variables:
+        if variables or self.layout_rule is not None:
             # The original's gradient (converted op by op inside pfor): the batched
             # implementation reads the variable once for all iterations.
+            variables = list(variables or [])
             with tf.GradientTape() as tape:
                 sources = [a for a in flat_args if _differentiable(a.dtype)]
                 tape.watch(sources)
@@ -145,7 +151,7 @@ class CustomVectorization:
                                   output_gradients=dys)
             it = iter(grads[:len(sources)])
             input_grads = [next(it) if _differentiable(a.dtype) else None for a in flat_args]
-            return input_grads, list(grads[len(sources):])
+            return (input_grads, list(grads[len(sources):])) if variables else input_grads
         if not wanted:
             return [None] * len(flat_args)
         grads = iter(self.vjp_rule()(tf.nest.pack_sequence_as(args, flat_args), tuple(dys)))

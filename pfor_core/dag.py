@@ -4,9 +4,13 @@ A node's level is 0 without children, else 1 + its children's highest level; eve
 level is one ``pfor`` over its nodes, so the sequential steps are the depth.
 """
 
+import functools
+
 import tensorflow as tf
 
-from pfor_core import api
+from pfor_core import api, custom
+from pfor_core.layout import Invariant, Stacked, broadcast_invariant
+from pfor_core.ragged import Ragged
 
 _TRACES = 4  # fixed-point traces that find the state's structure from the cell itself
 
@@ -33,36 +37,56 @@ def dag_map(cell, inputs, children, *, fallback="warn", state_signature=None):
     if not flat:
         raise ValueError("pf.dag_map: `inputs` holds no tensor; pass each node's input as "
                          "a tensor [n_nodes, ...] (a structure of them)")
-    inputs = tf.nest.pack_sequence_as(inputs, flat)
     children = _children(children)
-    k = children.shape[1]
+    for t in flat:
+        _static_rows(t, children)
+    structure = inputs
+    spec = _state_spec(cell, tf.nest.pack_sequence_as(structure, flat), children.shape[1],
+                       state_signature)
+    # A call with its own rule inside pfor: the batch's graphs as one (see _batched).
+    rule = custom.CustomVectorization(
+        functools.partial(_one_graph, cell, spec, fallback, structure), name="dag_map")
+    rule.layout_rule = functools.partial(_batched, cell, spec, fallback, structure)
+    rule.layout_rule_text = ("pf.dag_map: a level loop over the iterations' graphs as one, "
+                             "one pfor of the cell per level")
+    return rule(tuple(flat), children)
+
+
+def _one_graph(cell, spec, fallback, structure, flat, children):
     n = tf.shape(children)[0]
-    checks = [_same_rows(t, n, children) for t in flat]
+    checks = [tf.debugging.assert_equal(
+        tf.shape(t)[0], n, message="pf.dag_map: `inputs` and `children` must have one row "
+        "per node each") for t in flat]
     with tf.control_dependencies(checks + _valid(children, n)):
-        levels = tf.identity(_levels(children, n))
-    spec = _state_spec(cell, inputs, k, state_signature)
+        active = tf.ones([n], tf.bool)
+    return _run(cell, spec, fallback, tf.nest.pack_sequence_as(structure, list(flat)),
+                children, active)
 
-    def gather_children(states, kids):
-        mask = kids >= 0
-        safe = tf.maximum(kids, 0)
 
-        def one(s):
-            m = tf.reshape(mask, [k] + [1] * (s.shape.rank - 1))
-            return tf.where(m, tf.gather(s, safe), tf.zeros_like(tf.gather(s, safe)))
-        return tf.nest.map_structure(one, states), mask
+def _run(cell, spec, fallback, inputs, children, active, *, width=None, scatter=False):
+    """Every node's state, one pfor of ``cell`` per level: the nodes not yet done whose
+    children are. Nodes not ``active`` (a batch union's padding) never run. A step
+    with nodes left but none ready means a cycle. ``width``: the nodes are a batch's
+    union, ``width`` per graph (for the error). ``scatter`` writes the level's states
+    in place; else a select (the same copy), which converts op by op inside pfor."""
+    n = tf.shape(children)[0]
+    has = children >= 0
+    # Row n of every state buffer stays zero: an absent child reads it.
+    kids_or_zero = tf.where(has, children, n)
 
-    def run_level(level, states):
-        at = tf.equal(levels, level)
+    def run_level(at, states):
         ids = tf.cast(tf.reshape(tf.where(at), [-1]), tf.int32)
 
         def one(i):
             v = ids[i]
-            cs, mask = gather_children(states, children[v])
+            cs = tf.nest.map_structure(lambda s: tf.gather(s, kids_or_zero[v]), states)
             x = tf.nest.map_structure(lambda t: t[v], inputs)
-            return _checked(cell(x, cs, mask), spec)
+            return _checked(cell(x, cs, has[v]), spec)
         out = api.pfor(one, tf.size(ids), fallback=fallback)
-        # A select rather than a scatter: the same work (both copy the buffer), and
-        # it converts when dag_map itself runs inside pfor over trees of other sizes.
+        if scatter:
+            return tf.nest.map_structure(
+                lambda s, o: tf.tensor_scatter_nd_update(s, ids[:, None], o), states, out)
+        at = tf.concat([at, [False]], 0)
         slot = tf.maximum(tf.cumsum(tf.cast(at, tf.int32)) - 1, 0)
 
         def update(s, o):
@@ -70,15 +94,96 @@ def dag_map(cell, inputs, children, *, fallback="warn", state_signature=None):
             return tf.where(keep, tf.gather(o, slot), s)
         return tf.nest.map_structure(update, states, out)
 
+    def ready(done):
+        kids_done = tf.reduce_all(tf.logical_not(has) | tf.gather(done, tf.maximum(children, 0)),
+                                  axis=1)
+        return tf.logical_not(done) & kids_done
+
+    def body(done, at, states):
+        states = run_level(at, states)
+        done = done | at
+        return done, ready(done), states
+
     states = tf.nest.map_structure(
-        lambda s: tf.zeros(tf.concat([[n], s.shape], 0), s.dtype), spec)
-    depth = tf.reduce_max(tf.concat([levels, [-1]], 0)) + 1
+        lambda s: tf.zeros(tf.concat([[n + 1], s.shape], 0), s.dtype), spec)
+    done = tf.logical_not(active)
+    done, _, states = tf.while_loop(lambda done, at, _: tf.reduce_any(at), body,
+                                    (done, ready(done), states))
+    # Nodes left that never got ready: a cycle.
+    left = tf.logical_not(done)
+    node = tf.argmax(tf.cast(tf.concat([left, [False]], 0), tf.int32), output_type=tf.int32)
+    where = ["pf.dag_map: node", node] if width is None else [
+        "pf.dag_map (iteration", node // tf.maximum(width, 1), "): node",
+        node % tf.maximum(width, 1)]
+    with tf.control_dependencies([_require(tf.logical_not(tf.reduce_any(left)), where + [
+            "is on a cycle of `children` or its children lead into one; a node must not "
+            "be its own descendant"])]):
+        return tf.nest.map_structure(lambda s: tf.identity(s[:n]), states)
 
-    def body(level, states):
-        return level + 1, run_level(level, states)
 
-    _, states = tf.while_loop(lambda level, _: level < depth, body, (tf.constant(0), states))
-    return states
+def _batched(cell, spec, fallback, structure, layouts, conversion):
+    """dag_map inside pfor: the iterations' graphs as one disjoint union, so each level
+    is one pfor of ``cell`` over that level's nodes of every graph. Layouts of the
+    call's arguments (flat inputs, then children) to the states' layouts, or None
+    where this does not apply (the call is then converted op by op)."""
+    *xs, kids = layouts
+    b = conversion.n
+    counts, kids = _rows(kids, b)
+    if kids is None:
+        return None
+    width = tf.shape(kids)[1]
+    padded = []
+    for x in xs:
+        x_counts, x = _rows(x, b)
+        if x is None:
+            return None
+        if x_counts is not None:
+            counts = x_counts if counts is None else counts
+        extra = [[0, 0], [0, tf.maximum(0, width - tf.shape(x)[1])]] + [[0, 0]] * (x.shape.rank - 2)
+        padded.append(tf.pad(x, extra)[:, :width])
+    ragged = counts is not None
+    if counts is None:
+        counts = tf.fill([b], width)
+    checks = [tf.debugging.assert_equal(
+        c, counts, message="pf.dag_map: `inputs` and `children` must have one row per node "
+        "each") for c, _ in (_rows(x, b) for x in xs) if c is not None]
+    valid = tf.range(width)[None, :] < counts[:, None]  # [b, width]
+    bad = valid[:, :, None] & ((kids < -1) | (kids >= counts[:, None, None]))
+    where = tf.argmax(tf.cast(tf.reshape(tf.reduce_any(bad, 2), [-1]), tf.int32),
+                      output_type=tf.int32)
+    checks.append(_require(tf.logical_not(tf.reduce_any(bad)), [
+        "pf.dag_map (iteration", where // tf.maximum(width, 1), "): node",
+        where % tf.maximum(width, 1), "has a child outside [-1, n_nodes); use the index of "
+        "another node, or -1 for none"]))
+    offsets = tf.range(b)[:, None, None] * width
+    union = tf.reshape(tf.where(valid[:, :, None] & (kids >= 0), kids + offsets, -1),
+                       [-1, kids.shape[2]])
+    active = tf.reshape(valid, [-1])
+    with tf.control_dependencies(checks):
+        active = tf.identity(active)
+    inputs = tf.nest.pack_sequence_as(structure, [
+        tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)) for x in padded])
+    states = _run(cell, spec, fallback, inputs, union, active, width=width, scatter=True)
+    out = []
+    for s in tf.nest.flatten(states):
+        s = tf.reshape(s, tf.concat([[b, width], tf.shape(s)[1:]], 0))
+        lengths = (counts,) + (None,) * (s.shape.rank - 2)
+        out.append(Ragged.from_stacked(s, lengths) if ragged else Stacked(tensor=s))
+    return out
+
+
+def _rows(value, b):
+    """(each iteration's row count or None where all have the padded count, the value
+    stacked [b, rows, ...]), or (None, None) for a layout this does not take."""
+    if isinstance(value, Ragged):
+        if any(length is not None for length in value.lengths[1:]):
+            return None, None
+        return value.lengths[0], value.padded
+    if isinstance(value, (Stacked, Invariant)) and value.tensor.shape.rank is not None:
+        if value.is_stacked:
+            return None, value.tensor
+        return None, broadcast_invariant(value.tensor, b)
+    return None, None
 
 
 def _children(children):
@@ -98,7 +203,7 @@ def _children(children):
     return tf.cast(children, tf.int32)
 
 
-def _same_rows(t, n, children):
+def _static_rows(t, children):
     if t.shape.rank == 0:
         raise ValueError("pf.dag_map: every tensor of `inputs` must be [n_nodes, ...], got a "
                          "scalar; give each node a row")
@@ -106,9 +211,6 @@ def _same_rows(t, n, children):
             and t.shape[0] != children.shape[0]:
         raise ValueError(f"pf.dag_map: `inputs` has {t.shape[0]} rows but `children` has "
                          f"{children.shape[0]}; give every node one row of each")
-    return tf.debugging.assert_equal(
-        tf.shape(t)[0], n, message="pf.dag_map: `inputs` and `children` must have one row "
-        "per node each")
 
 
 def _valid(children, n):
@@ -120,30 +222,6 @@ def _valid(children, n):
         "pf.dag_map: node", node, "has a child outside [-1, n_nodes) with n_nodes =", n,
         "- its row of `children` is", row, "; use the index of another node, or -1 for "
         "none"])]
-
-
-def _levels(children, n):
-    """Each node's level by relaxation; still moving after n rounds means a cycle."""
-    has = children >= 0
-    safe = tf.maximum(children, 0)
-
-    def relax(levels):
-        below = tf.where(has, tf.gather(levels, safe), -tf.ones_like(children))
-        return tf.reduce_max(tf.concat([below, -tf.ones([n, 1], tf.int32)], 1), 1) + 1
-
-    def body(i, levels, _):
-        new = relax(levels)
-        return i + 1, new, tf.reduce_any(tf.not_equal(new, levels))
-
-    _, levels, moving = tf.while_loop(
-        lambda i, _, moving: moving & (i <= n), body,
-        (tf.constant(0), tf.zeros([n], tf.int32), tf.constant(True)))
-    # On or above a cycle the level only grows: the highest one is such a node.
-    node = tf.argmax(tf.concat([levels, [-1]], 0), output_type=tf.int32)
-    with tf.control_dependencies([_require(tf.logical_not(moving), [
-            "pf.dag_map: node", node, "is on a cycle of `children` or its children lead "
-            "into one; a node must not be its own descendant"])]):
-        return tf.identity(levels)
 
 
 def _require(ok, parts):

@@ -206,7 +206,9 @@ class Conversion:
             return self._reemit(op, layouts)
         site = custom.site_of(op)
         if site is not None:  # a @pf.custom_vectorization call
-            return self._custom(site, op, layouts, pattern)
+            result = self._custom(site, op, layouts, pattern)
+            if result is not None:
+                return result
         kind = collectives.kind_of(op)
         if kind is not None:
             if "R" in pattern:
@@ -347,6 +349,18 @@ class Conversion:
     def _custom(self, site, op, layouts, pattern):
         if not per_iteration(pattern):  # the same in every iteration: the original runs once
             return self._reemit(op, layouts)
+        if site.rule.layout_rule is not None:  # the core's own rules: layouts in and out
+            if any(v.is_stacked for v in layouts[site.n_args:]):
+                return None  # it closes over per-iteration values: op by op
+            with ops.name_scope(_scope(op)):
+                result = site.rule.layout_rule(layouts[:site.n_args], self)
+            if result is None:
+                return None
+            _refine_shapes(result, op)
+            self._record(op, "custom", stacked=True)
+            self.records[-1].converter = site.rule.layout_rule_text
+            self.records[-1].ragged = any(isinstance(v, Ragged) for v in result)
+            return result
         if "R" in pattern:  # rules take stacked values: the original runs per iteration
             return self._fall_back(op, layouts, pattern, ["a custom rule takes no ragged input"])
         result = custom.convert(site, op, layouts, self)

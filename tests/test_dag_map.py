@@ -230,3 +230,32 @@ def test_a_state_that_cannot_be_found_asks_for_its_signature():
         pf.dag_map(dict_cell, x, kids, state_signature={"h": tf.TensorSpec([None])})
     with pytest.raises(ValueError, match="make them agree"):
         pf.dag_map(dict_cell, x, kids, state_signature={"h": tf.TensorSpec([D + 1])})
+
+
+def test_explain_shows_the_level_loop_over_every_iterations_graph():
+    x, kids = ragged_batch([(np.ones([1, D], np.float32), np.array([[-1, -1]], np.int32)),
+                            (np.ones([3, D], np.float32),
+                             np.array([[-1, -1], [-1, -1], [0, 1]], np.int32))])
+    report = pf.explain(lambda i: pf.dag_map(cell, x[i], kids[i], fallback="error"), 2)
+    (row,) = [r for r in report.rows if r.how == "custom"]
+    assert "level loop" in row.converter and row.ragged, row
+    assert not report.fallbacks
+
+
+def test_a_cell_closing_over_a_per_iteration_value_converts_op_by_op():
+    # The union rule cannot see the captured value: the call converts op by op (the
+    # level loop a per-example while loop), still without a fallback.
+    trees = [(np.full([2, D], .5, np.float32), np.array([[-1, -1], [0, -1]], np.int32)),
+             (np.full([3, D], -1., np.float32), np.array([[-1, -1], [-1, -1], [0, 1]], np.int32))]
+    x, kids = ragged_batch(trees)
+    scales = tf.constant([2., 3.])
+
+    def body(i):
+        scale = scales[i]
+        return pf.dag_map(lambda v, cs, m: cell(v * scale, cs, m), x[i], kids[i],
+                          fallback="error")
+    got = pf.pfor(body, 2, fallback="error", ragged_outputs=True)
+    for row, (tx, tk), scale in zip(got, trees, [2., 3.]):
+        np.testing.assert_allclose(row.numpy(), recursion(tx * scale, tk), rtol=1e-5, atol=1e-5)
+    report = pf.explain(body, 2)
+    assert not [r for r in report.rows if r.how == "custom"] and not report.fallbacks

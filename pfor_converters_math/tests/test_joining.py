@@ -199,3 +199,27 @@ def test_gradients(data):
                                                     testing.rows(z, b, i), tf.gather(s, i), u))
                                         + 1.0), 0),
         [x, z, s, u], n, chunked=data.draw(st.booleans(), label="chunked"))
+
+
+# Split and SplitV of a value whose shape differs between iterations, along a dimension
+# that does not vary: each part keeps the lengths (no fallback).
+SPLIT_XS = tf.reshape(tf.range(60.0), [3, 4, 5])
+SPLIT_LENGTHS = tf.constant([4, 0, 2])
+
+
+def test_split_along_a_dimension_that_does_not_vary():
+    for axis in (1, -1):
+        testing.assert_matches_loop(
+            lambda i: tf.split(SPLIT_XS[i, :SPLIT_LENGTHS[i], :4], 2, axis=axis), 3,  # noqa: B023
+            modes=testing.RUN_MODES, ragged_outputs=True)
+
+
+def test_split_v_along_a_dimension_that_does_not_vary():
+    testing.assert_matches_loop(
+        lambda i: tf.split(SPLIT_XS[i, :SPLIT_LENGTHS[i]], [1, 3, 1], axis=1), 3,
+        modes=testing.RUN_MODES, ragged_outputs=True)
+
+
+def test_split_along_the_dimension_that_varies_falls_back_like_the_loop():
+    testing.assert_matches_loop(lambda i: tf.split(SPLIT_XS[i, :SPLIT_LENGTHS[i] * 0 + 2], 2, axis=0), 3,
+                                modes=testing.RUN_MODES, ragged_outputs=True, fallback="loop")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pfor_core.extend import Ragged, Stacked, padded_operands, shapes
+from pfor_core.extend import Decline, Ragged, Stacked, padded_operands, shapes
 from pfor_converters_math.ragged_common import is_ragged, join, static_axes
 from pfor_converters_math.shape_ops import axis_checked, shift_axis, shifted_axis_input
 
@@ -72,6 +72,31 @@ def convert_split_v(ctx):
     x, sizes, axis = ctx.inputs
     axis_t = shifted_axis_input(axis, ctx, shapes.rank_of(x))
     return [Stacked(tensor=t) for t in ctx.emit(x.tensor, sizes.tensor, axis_t)]
+
+
+def _ragged_split_axis(ctx, x, axis):
+    """The split axis of a ragged ``x``, or a decline where it varies (the loop then
+    splits each iteration's extent) or is not known when converting."""
+    a = tf.get_static_value(axis.tensor)
+    if a is None:
+        raise Decline("a split axis known only at run time")
+    a = int(a) % x.rank
+    if x.lengths[a] is not None:
+        raise Decline("a split along a dimension that varies")
+    return a
+
+
+def convert_ragged_split(ctx):
+    axis, x = ctx.inputs
+    a = _ragged_split_axis(ctx, x, axis)
+    return [x.with_padded(t) for t in tf.split(x.padded, int(ctx.attr("num_split")), a + 1)]
+
+
+def convert_ragged_split_v(ctx):
+    x, sizes, axis = ctx.inputs
+    a = _ragged_split_axis(ctx, x, axis)
+    return [x.with_padded(t) for t in tf.split(x.padded, sizes.tensor, a + 1,
+                                               num=int(ctx.attr("num_split")))]
 
 
 def _join_others(ctx, values, skip, rank):
@@ -148,6 +173,9 @@ def register(registry):
     registry.add("Unpack", convert_unpack, inputs="S")
     registry.add("Split", convert_split, inputs="US")
     registry.add("SplitV", convert_split_v, inputs="SUU")
+    # Along a dimension that does not vary: each part keeps the lengths.
+    registry.add("Split", convert_ragged_split, inputs="UR")
+    registry.add("SplitV", convert_ragged_split_v, inputs="RUU")
     # Any number of operands, ragged or not, then the axis ("?": any layout); declines
     # inputs without a ragged operand (the stacked converter takes those).
     registry.add("ConcatV2", convert_ragged_concat, inputs="?...")
