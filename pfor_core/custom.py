@@ -83,6 +83,9 @@ class CustomVectorization:
         # gradients are the original's (pf.dag_map).
         self.layout_rule = None
         self.layout_rule_text = ""  # what pf.explain says the rule did
+        # Core-only: ``gradient_rule(flat_args, outputs, dys, variables)`` replaces the
+        # gradient below; returns what ``_gradient`` returns.
+        self.gradient_rule = None
 
     def def_vectorized(self, batched_fn):
         """Set the batched implementation: ``batched_fn(stacked, *args)``; returns it.
@@ -135,6 +138,8 @@ class CustomVectorization:
 
     # -- gradients ----------------------------------------------------------------
     def _gradient(self, args, flat_args, outputs, dys, variables):
+        if self.gradient_rule is not None:
+            return self.gradient_rule(list(flat_args), outputs, dys, variables)
         flat_args = list(flat_args)
         wanted = [k for k, t in enumerate(outputs) if _differentiable(t.dtype)]
         dys = [tf.zeros_like(outputs[k]) if dys[k] is None else dys[k] for k in wanted]

@@ -49,6 +49,7 @@ def dag_map(cell, inputs, children, *, fallback="warn", state_signature=None):
     rule.layout_rule = functools.partial(_batched, cell, spec, fallback, structure)
     rule.layout_rule_text = ("pf.dag_map: a level loop over the iterations' graphs as one, "
                              "one pfor of the cell per level")
+    rule.gradient_rule = functools.partial(_gradient, cell, spec, fallback, structure)
     return rule(tuple(flat), children)
 
 
@@ -128,6 +129,180 @@ def _batched(cell, spec, fallback, structure, layouts, conversion):
     where this does not apply (the call is then converted op by op)."""
     *xs, kids = layouts
     b = conversion.n
+    union = _union(xs, kids, b)
+    if union is None:
+        return None
+    counts, ragged, width, padded, kids, valid = union
+    checks = [tf.debugging.assert_equal(
+        c, counts, message="pf.dag_map: `inputs` and `children` must have one row per node "
+        "each") for c, _ in (_rows(x, b) for x in xs) if c is not None]
+    bad = valid[:, :, None] & ((kids < -1) | (kids >= counts[:, None, None]))
+    where = tf.argmax(tf.cast(tf.concat([tf.reshape(tf.reduce_any(bad, 2), [-1]), [False]], 0),
+                              tf.int32), output_type=tf.int32)  # padded: no node formats
+    checks.append(_require(tf.logical_not(tf.reduce_any(bad)), [
+        "pf.dag_map (iteration", where // tf.maximum(width, 1), "): node",
+        where % tf.maximum(width, 1), "has a child outside [-1, n_nodes); use the index of "
+        "another node, or -1 for none"]))
+    with tf.control_dependencies(checks):
+        active = tf.reshape(valid, [-1])
+    inputs = tf.nest.pack_sequence_as(structure, [_flat(x) for x in padded])
+    states = _run(cell, spec, fallback, inputs, _disjoint(kids, valid), active, width=width,
+                  scatter=True)
+    return [_per_iteration(s, b, width, counts, ragged) for s in tf.nest.flatten(states)]
+
+
+def _gradient(cell, spec, fallback, structure, flat_args, states, dys, variables):
+    """dag_map's VJP, itself a call with its own rule: the original's gradient for one
+    graph; inside pfor a reverse level loop over the iterations' graphs as one."""
+    *xs, children = flat_args
+    variables = tuple(variables or ())
+    wrt = tuple(k for k, x in enumerate(xs) if x.dtype.is_floating)
+    if not wrt and not variables:
+        return [None] * len(flat_args)
+    dys = [tf.zeros_like(s) if d is None else d for s, d in zip(states, dys)]
+    vjp = custom.CustomVectorization(functools.partial(
+        _one_graph_vjp, cell, spec, fallback, structure, wrt, variables), name="dag_map_vjp")
+    vjp.layout_rule = functools.partial(_batched_vjp, cell, spec, fallback, structure, wrt,
+                                        variables)
+    vjp.layout_rule_text = ("pf.dag_map's gradient: a reverse level loop over the "
+                            "iterations' graphs as one, one pfor per level")
+    grads = iter(vjp(tuple(xs), children, tuple(states), tuple(dys)))
+    input_grads = [next(grads) if k in wrt else None for k in range(len(xs))] + [None]
+    return (input_grads, list(grads)) if variables else input_grads
+
+
+def _one_graph_vjp(cell, spec, fallback, structure, wrt, variables, xs, children, states,
+                   dys):
+    n = tf.shape(children)[0]
+    dxs, dvs = _reverse(cell, spec, fallback, structure, wrt, variables, 1, n,
+                        [x[None] for x in xs], children[None], tf.ones([1, n], tf.bool),
+                        [s[None] for s in states], [d[None] for d in dys])
+    return tuple([d[:n] for d in dxs] + [d[0] for d in dvs])
+
+
+def _batched_vjp(cell, spec, fallback, structure, wrt, variables, layouts, conversion):
+    """The VJP inside pfor: the reverse level loop over the iterations' graphs as one."""
+    n_x = len(tf.nest.flatten(structure))
+    b = conversion.n
+    union = _union(layouts[:n_x], layouts[n_x], b)
+    if union is None:
+        return None
+    counts, ragged, width, padded, kids, valid = union
+    rows = [_rows(v, b)[1] for v in layouts[n_x + 1:]]
+    if any(r is None for r in rows):
+        return None
+    n_s = len(tf.nest.flatten(spec))
+    dxs, dvs = _reverse(cell, spec, fallback, structure, wrt, variables, b, width, padded,
+                        kids, valid, rows[:n_s], rows[n_s:])
+    return ([_per_iteration(d[:b * width], b, width, counts, ragged) for d in dxs]
+            + [Stacked(tensor=d) for d in dvs])
+
+
+def _reverse(cell, spec, fallback, structure, wrt, variables, b, width, padded, kids, valid,
+             states, dys):
+    """Levels in reverse over the union of ``b`` graphs (each [b, width, ...]): per
+    level, a pfor over the graphs of the VJP of a pfor of ``cell`` over that graph's
+    nodes of the level (padded to the level's widest), so each graph gets its own
+    variable gradients; the children's cotangents are scatter-added. The gradients
+    of the inputs ``wrt`` ([b * width + 1, ...]) and of ``variables`` ([b, ...])."""
+    single = isinstance(b, int) and b == 1  # one graph: no pfor over graphs
+    states = [_zero_row(_flat(_to_width(r, width))) for r in states]
+    xs = [_zero_row(_flat(x)) for x in padded]
+    kids = _disjoint(kids, valid)
+    n = tf.shape(kids)[0]
+    level_of, depth = _levels(kids, tf.reshape(valid, [-1]))
+    has = tf.concat([kids >= 0, tf.zeros([1, kids.shape[1]], tf.bool)], 0)
+    kids = tf.where(has, tf.concat([kids, tf.fill([1, kids.shape[1]], n)], 0), n)
+    floats = [k for k, s in enumerate(states) if s.dtype.is_floating]
+    acc = [_zero_row(_flat(_to_width(dys[k], width))) for k in floats]
+
+    def add(buffer, index, values):
+        # One graph: a segment sum, which converts inside pfor (the op-by-op path).
+        index = tf.reshape(index, [-1])
+        if single:
+            return buffer + tf.math.unsorted_segment_sum(values, index, tf.shape(buffer)[0])
+        return tf.tensor_scatter_nd_add(buffer, index[:, None], values)
+
+    def step(level, acc, dxs, dvs):
+        ids = tf.cast(tf.reshape(tf.where(tf.equal(level_of, level)), [-1]), tf.int32)
+        if single:
+            at, real = ids[None], tf.ones_like(ids, tf.bool)[None]
+        else:
+            tree = ids // width
+            per = tf.math.unsorted_segment_sum(tf.ones_like(ids), tree, b)
+            rank = tf.range(tf.size(ids)) - tf.gather(tf.cumsum(per, exclusive=True), tree)
+            # Short graphs are padded with a real node of the level, its cotangent zero.
+            at = tf.tensor_scatter_nd_update(tf.fill([b, tf.reduce_max(per)], ids[0]),
+                                             tf.stack([tree, rank], 1), ids)
+            real = tf.scatter_nd(tf.stack([tree, rank], 1), tf.ones_like(ids),
+                                 tf.shape(at)) > 0
+        x_at = [tf.gather(x, at) for x in xs]
+        kid_at = tf.gather(kids, at)
+        c_at = [tf.gather(s, kid_at) for s in states]
+        has_at = tf.gather(has, at)
+        g_at = [tf.where(_expand(real, a.shape.rank + 1), tf.gather(a, at), tf.zeros([], a.dtype))
+                for a in acc]
+
+        def one(i):
+            xi, ci = [x[i] for x in x_at], [c[i] for c in c_at]
+            sources = [xi[k] for k in wrt] + [ci[k] for k in floats]
+            with tf.GradientTape() as tape:
+                tape.watch(sources)
+                out = api.pfor(lambda j: tf.nest.flatten(_checked(cell(
+                    tf.nest.pack_sequence_as(structure, [x[j] for x in xi]),
+                    tf.nest.pack_sequence_as(spec, [c[j] for c in ci]), has_at[i][j]), spec)),
+                    tf.shape(at)[1], fallback=fallback)
+            return [tf.convert_to_tensor(g) for g in tape.gradient(
+                [out[k] for k in floats], sources + list(variables),
+                output_gradients=[g[i] for g in g_at],
+                unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+        grads = [g[None] for g in one(0)] if single else api.pfor(one, b, fallback=fallback)
+        dxs = [add(d, at, _flat(g)) for d, g in zip(dxs, grads)]
+        grads = grads[len(wrt):]
+        acc = [add(a, kid_at, _flat(_flat(g))) for a, g in zip(acc, grads)]
+        dvs = [d + g for d, g in zip(dvs, grads[len(floats):])]
+        return level - 1, acc, dxs, dvs
+
+    dxs = [tf.zeros_like(xs[k]) for k in wrt]
+    dvs = [tf.zeros(tf.stack([b] + v.shape.as_list()), v.dtype) for v in variables]
+    _, _, dxs, dvs = tf.while_loop(lambda level, *_: level >= 0, step,
+                                   (depth - 1, acc, dxs, dvs))
+    return dxs, dvs
+
+
+def _levels(kids, active):
+    """Each union node's level (-1 where not active) and the depth."""
+    has = kids >= 0
+
+    def ready(done):
+        kids_done = tf.reduce_all(tf.logical_not(has) | tf.gather(done, tf.maximum(kids, 0)),
+                                  axis=1)
+        return tf.logical_not(done) & kids_done
+
+    def step(level, done, at, level_of):
+        level_of = tf.where(at, level, level_of)
+        done = done | at
+        return level + 1, done, ready(done), level_of
+    done = tf.logical_not(active)
+    depth, _, _, level_of = tf.while_loop(
+        lambda level, done, at, _: tf.reduce_any(at), step,
+        (0, done, ready(done), -tf.ones_like(kids[:, 0])))
+    return level_of, depth
+
+
+def _zero_row(t):
+    """``t`` with a row of zeros below: what an absent child reads."""
+    return tf.concat([t, tf.zeros_like(t[:1])], 0)
+
+
+def _expand(mask, rank):
+    return tf.reshape(mask, tf.concat([tf.shape(mask), [1] * (rank - 2)], 0))
+
+
+def _union(xs, kids, b):
+    """(row counts, whether they differ, width, each of ``xs`` as [b, width, ...],
+    children [b, width, k], which of the [b, width] nodes are real) for the layouts of
+    inputs and children, or None for a layout this does not take."""
     counts, kids = _rows(kids, b)
     if kids is None:
         return None
@@ -139,37 +314,34 @@ def _batched(cell, spec, fallback, structure, layouts, conversion):
             return None
         if x_counts is not None:
             counts = x_counts if counts is None else counts
-        extra = [[0, 0], [0, tf.maximum(0, width - tf.shape(x)[1])]] + [[0, 0]] * (x.shape.rank - 2)
-        padded.append(tf.pad(x, extra)[:, :width])
+        padded.append(_to_width(x, width))
     ragged = counts is not None
     if counts is None:
         counts = tf.fill([b], width)
-    checks = [tf.debugging.assert_equal(
-        c, counts, message="pf.dag_map: `inputs` and `children` must have one row per node "
-        "each") for c, _ in (_rows(x, b) for x in xs) if c is not None]
-    valid = tf.range(width)[None, :] < counts[:, None]  # [b, width]
-    bad = valid[:, :, None] & ((kids < -1) | (kids >= counts[:, None, None]))
-    where = tf.argmax(tf.cast(tf.reshape(tf.reduce_any(bad, 2), [-1]), tf.int32),
-                      output_type=tf.int32)
-    checks.append(_require(tf.logical_not(tf.reduce_any(bad)), [
-        "pf.dag_map (iteration", where // tf.maximum(width, 1), "): node",
-        where % tf.maximum(width, 1), "has a child outside [-1, n_nodes); use the index of "
-        "another node, or -1 for none"]))
-    offsets = tf.range(b)[:, None, None] * width
-    union = tf.reshape(tf.where(valid[:, :, None] & (kids >= 0), kids + offsets, -1),
-                       [-1, kids.shape[2]])
-    active = tf.reshape(valid, [-1])
-    with tf.control_dependencies(checks):
-        active = tf.identity(active)
-    inputs = tf.nest.pack_sequence_as(structure, [
-        tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)) for x in padded])
-    states = _run(cell, spec, fallback, inputs, union, active, width=width, scatter=True)
-    out = []
-    for s in tf.nest.flatten(states):
-        s = tf.reshape(s, tf.concat([[b, width], tf.shape(s)[1:]], 0))
-        lengths = (counts,) + (None,) * (s.shape.rank - 2)
-        out.append(Ragged.from_stacked(s, lengths) if ragged else Stacked(tensor=s))
-    return out
+    return counts, ragged, width, padded, kids, tf.range(width)[None, :] < counts[:, None]
+
+
+def _to_width(x, width):
+    extra = [[0, 0], [0, tf.maximum(0, width - tf.shape(x)[1])]] + [[0, 0]] * (x.shape.rank - 2)
+    return tf.pad(x, extra)[:, :width]
+
+
+def _disjoint(kids, valid):
+    """Children [b, width, k] as the union's [b * width, k] (-1 where none)."""
+    offsets = tf.range(tf.shape(kids)[0])[:, None, None] * tf.shape(kids)[1]
+    return tf.reshape(tf.where(valid[:, :, None] & (kids >= 0), kids + offsets, -1),
+                      [-1, kids.shape[2]])
+
+
+def _flat(x):
+    return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
+
+
+def _per_iteration(s, b, width, counts, ragged):
+    s = tf.reshape(s, tf.concat([[b, width], tf.shape(s)[1:]], 0))
+    if not ragged:
+        return Stacked(tensor=s)
+    return Ragged.from_stacked(s, (counts,) + (None,) * (s.shape.rank - 2))
 
 
 def _rows(value, b):

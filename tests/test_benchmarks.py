@@ -72,3 +72,19 @@ def test_lstm_per_example_benchmark_runs_and_checks_every_column():
     rows = [line.split() for line in result.stdout.splitlines()]
     pfor_rows = [r for r in rows if len(r) > 2 and r[-5] == "pfor"]
     assert len(pfor_rows) == 4, result.stdout  # one per form
+
+
+@pytest.mark.parametrize("task", [[], ["--grads"]], ids=["forward", "grads"])
+def test_tree_lstm_benchmark_runs_and_checks_every_column(task):
+    """Every column of the TreeLSTM benchmark, each checked inside the script against
+    the by-depth form (or the loop of tapes); it raises on a mismatch."""
+    script = RUN.parent / "tree_lstm.py"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, str(script), "--batch", "3", "--budget", "0.01",
+                             *task], capture_output=True, text=True, timeout=600, env=env,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line.split() for line in result.stdout.splitlines()]
+    names = {r[1] for r in rows if r and r[0] == "3"}
+    want = {"loop", "dag_map"} if task else {"by-depth", "dag_map", "node", "map_fn"}
+    assert want <= names, result.stdout

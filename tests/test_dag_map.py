@@ -1,5 +1,6 @@
 """pf.dag_map against plain recursion over drawn trees and DAGs (issue 30, part 2)."""
 
+import functools
 import re
 
 import numpy as np
@@ -172,6 +173,71 @@ def test_per_example_gradients_over_trees_of_other_sizes():
         np.testing.assert_allclose(g, tape.gradient(want, v), rtol=1e-5, atol=1e-6)
 
 
+U = tf.Variable(np.linspace(-.5, .5, D * D, dtype=np.float32).reshape(D, D))
+
+
+def pair_cell(node, child_states, child_mask):
+    # A structured state and input (one of them an integer) and a variable.
+    x, tag = node
+    h, c = child_states
+    c_new = tf.tanh(tf.tensordot(x, U, 1) + tf.reduce_sum(c, 0)) * tf.cast(tag + 1, tf.float32)
+    weights = tf.cast(child_mask, tf.float32)[:, None]
+    return tf.sigmoid(c_new) + tf.reduce_sum(h * weights, 0), c_new
+
+
+def pair_loss(x, tag, kids, dag_map=pf.dag_map):
+    h, c = dag_map(pair_cell, (x, tag), kids, fallback="error")
+    return tf.reduce_sum(h[-1:] ** 2) + tf.reduce_sum(c * x)
+
+
+def tf_recursion(cell, inputs, kids, fallback, parts=2):
+    """The reference: ``cell`` called node by node, eagerly, children first; its state
+    a tuple of ``parts`` vectors."""
+    del fallback
+    memo, zero = {}, (tf.zeros([D]),) * parts
+
+    def state(v):
+        if v not in memo:
+            cs = [state(c) if c >= 0 else zero for c in kids[v]]
+            memo[v] = cell(tuple(t[v] for t in inputs), tuple(tf.stack(p) for p in zip(*cs)),
+                           tf.constant(kids[v] >= 0))
+        return memo[v]
+    if not len(kids):
+        return (tf.zeros([0, D]),) * parts
+    return tuple(tf.stack(p) for p in zip(*[state(v) for v in range(len(kids))]))
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.lists(dags(max_nodes=6), min_size=0, max_size=4))
+def test_per_example_gradients_run_the_reverse_level_loop_over_the_union(trees):
+    # Gradients of the inputs and of a variable, one per tree, against a tape per tree;
+    # the VJP runs as the union's reverse level loop, not op by op.
+    x, kids = ragged_batch(trees)
+    tags = tf.ragged.map_flat_values(lambda k: k[:, 0] % 2, kids)
+
+    def body(i):
+        xi = x[i]
+        with tf.GradientTape() as tape:
+            tape.watch(xi)
+            loss = pair_loss(xi, tags[i], kids[i])
+        return tape.gradient(loss, [xi, U])
+    got = pf.pfor(body, len(trees), fallback="error", ragged_outputs=True)
+    for i, (tx, tk) in enumerate(trees):
+        tx = tf.constant(tx)
+        with tf.GradientTape() as tape:
+            tape.watch(tx)
+            loss = pair_loss(tx, tk[:, 0] % 2, tk, dag_map=tf_recursion)
+        want = tape.gradient(loss, [tx, U], unconnected_gradients="zero")
+        np.testing.assert_allclose(np.reshape(got[0][i].numpy(), [-1, D]), want[0],
+                                   rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got[1][i], want[1], rtol=1e-4, atol=1e-5)
+    if trees:
+        report = pf.explain(body, len(trees))
+        assert any("reverse level loop" in r.converter for r in report.rows
+                   if r.how == "custom"), report
+        assert not report.fallbacks
+
+
 def test_errors_in_a_graph_name_the_node():
     run = tf.function(lambda kids: pf.dag_map(cell, tf.ones([3, D]), kids))
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"node\W+2\W+has a child outside"):
@@ -259,3 +325,22 @@ def test_a_cell_closing_over_a_per_iteration_value_converts_op_by_op():
         np.testing.assert_allclose(row.numpy(), recursion(tx * scale, tk), rtol=1e-5, atol=1e-5)
     report = pf.explain(body, 2)
     assert not [r for r in report.rows if r.how == "custom"] and not report.fallbacks
+
+
+def test_gradients_of_a_cell_closing_over_a_per_iteration_value_convert_op_by_op():
+    trees = [(np.full([2, D], .5, np.float32), np.array([[-1, -1], [0, -1]], np.int32)),
+             (np.full([3, D], -1., np.float32), np.array([[-1, -1], [-1, -1], [0, 1]], np.int32))]
+    x, kids = ragged_batch(trees)
+    scales = tf.constant([2., 3.])
+
+    def grad(scale, xi, ki, dag_map=pf.dag_map):
+        def var_cell(node, cs, mask):
+            return (tf.tanh(tf.tensordot(node[0] * scale, U, 1) + tf.reduce_sum(cs[0], 0)),)
+        with tf.GradientTape() as tape:
+            (h,) = dag_map(var_cell, (xi,), ki, fallback="error")
+            loss = tf.reduce_sum(h ** 2)
+        return tape.gradient(loss, U, unconnected_gradients="zero")
+    got = pf.pfor(lambda i: grad(scales[i], x[i], kids[i]), 2, fallback="error")
+    for g, (tx, tk), scale in zip(got, trees, [2., 3.]):
+        want = grad(scale, tx, tk, dag_map=functools.partial(tf_recursion, parts=1))
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
