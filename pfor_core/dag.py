@@ -59,17 +59,19 @@ def _one_graph(cell, spec, fallback, structure, flat, children):
         tf.shape(t)[0], n, message="pf.dag_map: `inputs` and `children` must have one row "
         "per node each") for t in flat]
     with tf.control_dependencies(checks + _valid(children, n)):
-        active = tf.ones([n], tf.bool)
-    return _run(cell, spec, fallback, tf.nest.pack_sequence_as(structure, list(flat)),
-                children, active)
+        children = tf.identity(children)
+    states = _run(cell, spec, fallback, tf.nest.pack_sequence_as(structure, list(flat)),
+                  children)
+    return tf.nest.map_structure(lambda t: t[:n], states)
 
 
-def _run(cell, spec, fallback, inputs, children, active, *, width=None, scatter=False):
+def _run(cell, spec, fallback, inputs, children, *, locate=None, scatter=False):
     """Every node's state, one pfor of ``cell`` per level: the nodes not yet done whose
-    children are. Nodes not ``active`` (a batch union's padding) never run. A step
-    with nodes left but none ready means a cycle. ``width``: the nodes are a batch's
-    union, ``width`` per graph (for the error). ``scatter`` writes the level's states
-    in place; else a select (the same copy), which converts op by op inside pfor."""
+    children are; each state with a row of zeros below (row n, what an absent child
+    reads). A step with nodes left but none ready means a cycle; ``locate(node)``
+    names the node in that error (a batch union's iteration and node). ``scatter``
+    writes the level's states in place; else a select (the same copy), which converts
+    op by op inside pfor."""
     n = tf.shape(children)[0]
     has = children >= 0
     # Row n of every state buffer stays zero: an absent child reads it.
@@ -77,12 +79,15 @@ def _run(cell, spec, fallback, inputs, children, active, *, width=None, scatter=
 
     def run_level(at, states):
         ids = tf.cast(tf.reshape(tf.where(at), [-1]), tf.int32)
+        # The level's rows gathered here: inside the pfor, a row by the loop index is a
+        # slice (no per-op index arithmetic in every level).
+        kid_rows = tf.gather(kids_or_zero, ids)
+        rows = (tf.nest.map_structure(lambda t: tf.gather(t, ids), inputs),
+                tf.nest.map_structure(lambda s: tf.gather(s, kid_rows), states),
+                tf.gather(has, ids))
 
         def one(i):
-            v = ids[i]
-            cs = tf.nest.map_structure(lambda s: tf.gather(s, kids_or_zero[v]), states)
-            x = tf.nest.map_structure(lambda t: t[v], inputs)
-            return _checked(cell(x, cs, has[v]), spec)
+            return _checked(cell(*tf.nest.map_structure(lambda t: tf.gather(t, i), rows)), spec)
         out = api.pfor(one, tf.size(ids), fallback=fallback)
         if scatter:
             return tf.nest.map_structure(
@@ -107,19 +112,20 @@ def _run(cell, spec, fallback, inputs, children, active, *, width=None, scatter=
 
     states = tf.nest.map_structure(
         lambda s: tf.zeros(tf.concat([[n + 1], s.shape], 0), s.dtype), spec)
-    done = tf.logical_not(active)
-    done, _, states = tf.while_loop(lambda done, at, _: tf.reduce_any(at), body,
-                                    (done, ready(done), states))
+    done = tf.zeros([n], tf.bool)
+    flags = tf.TensorShape([None])  # a statically empty graph's too
+    done, _, states = tf.while_loop(
+        lambda done, at, _: tf.reduce_any(at), body, (done, ready(done), states),
+        shape_invariants=(flags, flags, tf.nest.map_structure(
+            lambda t: flags.concatenate(t.shape[1:]), states)))
     # Nodes left that never got ready: a cycle.
     left = tf.logical_not(done)
     node = tf.argmax(tf.cast(tf.concat([left, [False]], 0), tf.int32), output_type=tf.int32)
-    where = ["pf.dag_map: node", node] if width is None else [
-        "pf.dag_map (iteration", node // tf.maximum(width, 1), "): node",
-        node % tf.maximum(width, 1)]
+    where = ["pf.dag_map: node", node] if locate is None else locate(node)
     with tf.control_dependencies([_require(tf.logical_not(tf.reduce_any(left)), where + [
             "is on a cycle of `children` or its children lead into one; a node must not "
             "be its own descendant"])]):
-        return tf.nest.map_structure(lambda s: tf.identity(s[:n]), states)
+        return tf.nest.map_structure(tf.identity, states)
 
 
 def _batched(cell, spec, fallback, structure, layouts, conversion):
@@ -143,12 +149,30 @@ def _batched(cell, spec, fallback, structure, layouts, conversion):
         "pf.dag_map (iteration", where // tf.maximum(width, 1), "): node",
         where % tf.maximum(width, 1), "has a child outside [-1, n_nodes); use the index of "
         "another node, or -1 for none"]))
+    # The real nodes only, graph after graph: buffers and per-level ops scale with the
+    # nodes, not with the batch times the largest graph.
     with tf.control_dependencies(checks):
-        active = tf.reshape(valid, [-1])
-    inputs = tf.nest.pack_sequence_as(structure, [_flat(x) for x in padded])
-    states = _run(cell, spec, fallback, inputs, _disjoint(kids, valid), active, width=width,
-                  scatter=True)
-    return [_per_iteration(s, b, width, counts, ragged) for s in tf.nest.flatten(states)]
+        position = tf.cast(tf.reshape(tf.where(tf.reshape(valid, [-1])), [-1]), tf.int32)
+    graph, local = position // tf.maximum(width, 1), position % tf.maximum(width, 1)
+    starts = tf.cumsum(counts, exclusive=True)
+    kids = tf.gather(tf.reshape(kids, [-1, kids.shape[2]]), position)
+    kids = tf.where(kids >= 0, kids + tf.gather(starts, graph)[:, None], -1)
+    inputs = tf.nest.pack_sequence_as(structure,
+                                      [tf.gather(_flat(x), position) for x in padded])
+
+    def locate(node):  # node <= the node count: padded so that no nodes still formats
+        at = tf.gather(tf.concat([graph, [0]], 0), node)
+        return ["pf.dag_map (iteration", at, "): node", tf.gather(tf.concat([local, [0]], 0), node)]
+    states = _run(cell, spec, fallback, inputs, kids, locate=locate, scatter=True)
+    # Back to [b, width, ...]: padding reads the zero row, so it is already zero.
+    total = tf.size(position)
+    back = tf.where(valid, starts[:, None] + tf.range(width)[None, :], total)
+    out = []
+    for state in tf.nest.flatten(states):
+        state = tf.gather(state, back)
+        out.append(Ragged(padded=state, lengths=(counts,) + (None,) * (state.shape.rank - 2))
+                   if ragged else Stacked(tensor=state))
+    return out
 
 
 def _gradient(cell, spec, fallback, structure, flat_args, states, dys, variables):
@@ -244,17 +268,20 @@ def _reverse(cell, spec, fallback, structure, wrt, variables, b, width, padded, 
                 for a in acc]
 
         def one(i):
-            xi, ci = [x[i] for x in x_at], [c[i] for c in c_at]
+            # Rows by the loop index (tf.gather): slices inside pfor.
+            def row(t):
+                return t[i] if isinstance(i, int) else tf.gather(t, i)
+            xi, ci, hi = [row(x) for x in x_at], [row(c) for c in c_at], row(has_at)
             sources = [xi[k] for k in wrt] + [ci[k] for k in floats]
             with tf.GradientTape() as tape:
                 tape.watch(sources)
                 out = api.pfor(lambda j: tf.nest.flatten(_checked(cell(
-                    tf.nest.pack_sequence_as(structure, [x[j] for x in xi]),
-                    tf.nest.pack_sequence_as(spec, [c[j] for c in ci]), has_at[i][j]), spec)),
-                    tf.shape(at)[1], fallback=fallback)
+                    tf.nest.pack_sequence_as(structure, [tf.gather(x, j) for x in xi]),
+                    tf.nest.pack_sequence_as(spec, [tf.gather(c, j) for c in ci]),
+                    tf.gather(hi, j)), spec)), tf.shape(at)[1], fallback=fallback)
             return [tf.convert_to_tensor(g) for g in tape.gradient(
                 [out[k] for k in floats], sources + list(variables),
-                output_gradients=[g[i] for g in g_at],
+                output_gradients=[row(g) for g in g_at],
                 unconnected_gradients=tf.UnconnectedGradients.ZERO)]
         grads = [g[None] for g in one(0)] if single else api.pfor(one, b, fallback=fallback)
         dxs = [add(d, at, _flat(g)) for d, g in zip(dxs, grads)]

@@ -119,9 +119,10 @@ def copy_op(op: tf.Operation, inputs: Sequence[tf.Tensor], **kwargs) -> list[tf.
 def checked(tensor: tf.Tensor, condition, data) -> tf.Tensor:
     """``tensor``, ordered after an Assert of ``condition`` that prints ``data``.
 
-    The data is formatted as strings first: other dtypes would make Assert guard itself
-    with a cond. XLA compiles Asserts to nothing and has no string kernels, so under
-    XLA only the string constants are kept.
+    Data other than strings and int32 is formatted as strings first: other dtypes would
+    make Assert guard itself with a cond (int32 needs no op that runs every time). XLA
+    compiles Asserts to nothing and has no string kernels, so under XLA only the string
+    constants are kept.
     """
     compiled = control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
     strings = []
@@ -130,7 +131,7 @@ def checked(tensor: tf.Tensor, condition, data) -> tf.Tensor:
             strings.append(d)
         elif not compiled:
             d = tf.convert_to_tensor(d)
-            strings.append(d if d.dtype == tf.string else tf.strings.as_string(d))
+            strings.append(d if d.dtype in (tf.string, tf.int32) else tf.strings.as_string(d))
     check = tf.debugging.Assert(condition, strings, summarize=8)
     with tf.control_dependencies([check]):
         return tf.identity(tensor)

@@ -54,6 +54,16 @@ def product(parts: list):
 
 
 def reshape(tensor: tf.Tensor, parts: list) -> tf.Tensor:
+    """``tensor`` reshaped to ``parts`` (ints and scalar tensors whose product is its
+    size). One dynamic part among positive static ones is given as -1: a constant
+    shape, with no ops computing it in every run."""
+    dynamic = [k for k, p in enumerate(parts) if not isinstance(p, int)]
+    if len(dynamic) == 1 and all(p > 0 for p in parts if isinstance(p, int)):
+        out = tf.reshape(tensor, [-1 if k == dynamic[0] else p for k, p in enumerate(parts)])
+        static = tf.get_static_value(parts[dynamic[0]])
+        if static is not None:
+            out.set_shape([int(static) if k == dynamic[0] else p for k, p in enumerate(parts)])
+        return out
     return tf.reshape(tensor, shape_tensor(parts))
 
 

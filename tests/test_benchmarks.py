@@ -88,3 +88,15 @@ def test_tree_lstm_benchmark_runs_and_checks_every_column(task):
     names = {r[1] for r in rows if r and r[0] == "3"}
     want = {"loop", "dag_map"} if task else {"by-depth", "dag_map", "node", "map_fn"}
     assert want <= names, result.stdout
+
+
+def test_graph_classification_benchmark_runs_and_checks_every_column():
+    """pfor and map_fn against the disjoint union, checked inside the script."""
+    script = RUN.parent / "graph_classify.py"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, str(script), "--batch", "3", "--budget", "0.01"],
+                            capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = {r[1] for r in (line.split() for line in result.stdout.splitlines())
+             if r and r[0] == "3"}
+    assert {"disjoint", "pfor", "map_fn"} <= names, result.stdout
