@@ -286,3 +286,39 @@ def test_unsorted_segments_of_data_ragged_beyond_the_ids():
         check(lambda i: fn(xs[i, :rows[i], :widths[i]], ids[i, :rows[i]], 3), 3)  # noqa: B023
         check(lambda i: fn(xs[i, :rows[i], :widths[i]], ids[i, :rows[i]],  # noqa: B023
                            counts[i]), 3)
+
+
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_message_passing_over_a_graph_per_iteration_is_lean(data):
+    """Rounds of gather, segment sum by destination and add over graphs of drawn sizes
+    (empty ones too): as the loop, and the ragged values keep their zero padding by
+    construction (num_segments is the nodes' own row count: the add sees one lengths
+    tensor), so no op masks a full-size value again."""
+    n = data.draw(st.integers(0, 4), label="n")
+    sizes = [data.draw(st.integers(0, 4)) for _ in range(n)]
+    edges = [data.draw(st.integers(0, 6)) if s else 0 for s in sizes]
+    rng = np.random.default_rng(data.draw(st.integers(0, 9)))
+    nodes = tf.RaggedTensor.from_row_lengths(
+        rng.normal(size=[sum(sizes), 3]).astype(np.float32), tf.constant(sizes, tf.int64))
+    links = tf.RaggedTensor.from_row_lengths(
+        np.concatenate([rng.integers(0, max(s, 1), size=[e, 2]) for s, e in zip(sizes, edges)]
+                       + [np.zeros([0, 2], np.int64)]).astype(np.int32),
+        tf.constant(edges, tf.int64))
+    weights = tf.constant(rng.normal(size=[3, 3]).astype(np.float32))
+
+    def one(graph):
+        h, e = graph
+        for _ in range(2):
+            messages = tf.gather(h, e[:, 0]) @ weights
+            h = tf.tanh(h + tf.math.unsorted_segment_sum(messages, e[:, 1], tf.shape(h)[0]))
+        return tf.reduce_sum(h, 0)
+    got = pf.vectorized_map(one, (nodes, links), fallback="error")
+    for k in range(n):
+        np.testing.assert_allclose(got[k], one((nodes[k], links[k])), rtol=1e-5, atol=1e-5)
+    if n:
+        graph = tf.function(lambda: pf.vectorized_map(one, (nodes, links), fallback="error")
+                            ).get_concrete_function().graph
+        masks = [op.name for op in graph.get_operations() if op.type == "SelectV2"
+                 and op.outputs[0].dtype == tf.float32 and "RaggedGetItem" not in op.name]
+        assert not masks, masks

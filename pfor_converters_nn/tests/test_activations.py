@@ -121,6 +121,9 @@ BODIES = {
     "softmax_varying": lambda r: tf.nn.softmax(tf.transpose(r)),
     "log_softmax_varying": lambda r: tf.nn.log_softmax(tf.matmul(r, r, transpose_b=True)),
     "bias_add": lambda r: tf.nn.bias_add(r, tf.constant([1.0, -2.0, 0.5])),
+    # Summed over the rows: padding that an activation left nonzero would show.
+    "elu_summed": lambda r: tf.reduce_sum(tf.nn.elu(r), 0),
+    "selu_summed": lambda r: tf.reduce_sum(tf.nn.selu(r) + tf.nn.relu6(r), 0),
 }
 
 

@@ -143,10 +143,14 @@ def _gather_ragged_params(ctx, params, index, valid, index_lengths, axis):
     inside = tf.logical_or(tf.logical_not(valid), (index >= 0) & (index < bound))
     index = ctx.check(tf.reduce_all(inside), "GatherV2: indices out of range of each "
                       "iteration's params", tensor=index)
+    zero_row = tf.cast(tf.shape(params.padded)[1], index.dtype)
     padded = tf.pad(params.padded, [[0, 0], [0, 1]] + [[0, 0]] * (params.rank - 1))
-    out = tf.gather(padded, tf.where(valid, index, tf.zeros([], index.dtype)), axis=1,
-                    batch_dims=1)
-    return Ragged.from_stacked(out, list(index_lengths) + list(params.lengths[1:]))
+    out = tf.gather(padded, tf.where(valid, index, zero_row), axis=1, batch_dims=1)
+    # Zero where the indices are padding, and the rows' own padding zero: no mask.
+    lengths = list(index_lengths) + list(params.lengths[1:])
+    if all(length is None for length in lengths):
+        return Stacked(tensor=out)
+    return Ragged(padded=out, lengths=tuple(lengths))
 
 
 def register(registry):

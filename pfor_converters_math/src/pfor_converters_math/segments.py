@@ -232,6 +232,11 @@ def convert_unsorted_segment_ragged(ctx):
                + (tuple(trailing_lengths) or (None,) * (len(values.shape) - 1 - rank)))
     if all(length is None for length in lengths):
         return Stacked(tensor=out)
+    if ctx.op_type == "UnsortedSegmentSum":
+        # Segments past an iteration's count get no element: their sums are zero, as
+        # the padding must be (other reductions start empty segments elsewhere).
+        return Ragged(padded=out, lengths=tuple(
+            None if length is None else tf.cast(length, tf.int32) for length in lengths))
     return Ragged.from_stacked(out, lengths)
 
 

@@ -10,7 +10,8 @@ broadcast: with both stacked they run as they are; an invariant operand is broad
 the stacked shape first (the kernel leaves no cheaper choice).
 
 Ragged values (pattern letter R): an activation runs on the padded tensor, whose
-padding is then zeroed again by a select (a gradient never crosses it). Softmax and
+padding is then zeroed again by a select (a gradient never crosses it), except after
+those that map zero to zero (Relu, Elu, ...). Softmax and
 LogSoftmax normalize over the last axis: when that axis varies per iteration the
 padding is set to -inf first, so it gets probability 0 and the valid entries normalize
 among themselves; a row with no valid entry (an empty iteration, or padding in another
@@ -55,10 +56,17 @@ def convert_equal_shapes(ctx):
     return ctx.emit_stacked(*tensors)
 
 
+# f(0) == 0: zero padding stays zero without a mask (element by element, so a
+# gradient reaching the padding goes to the input's padding only).
+_ZERO_PRESERVING = frozenset({"Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Softsign"})
+
+
 def convert_activation_ragged(ctx):
-    """A ragged value: the op on the padded tensor, the padding zeroed after."""
+    """A ragged value: the op on the padded tensor, the padding zeroed after (unless
+    the op keeps zero at zero)."""
     x = ctx.inputs[0]
-    return padded_operands.result(ctx.emit(x.padded)[0], x.lengths)
+    return padded_operands.result(ctx.emit(x.padded)[0], x.lengths,
+                                  masked=ctx.op_type not in _ZERO_PRESERVING)
 
 
 def convert_last_axis_ragged(ctx):

@@ -47,8 +47,30 @@ def convert_strided_slice(ctx):
     """Invariant bounds: a full slice of the iteration axis in front, masks shifted."""
     x, begin, end, strides = ctx.inputs
     masks = {k: ctx.attr(k) for k in MASKS}
+    column = _stacked_column(x.tensor, begin.tensor, end.tensor, strides.tensor, masks)
+    if column is not None:
+        return Stacked(tensor=column)
     return Stacked(tensor=_strided(ctx, x.tensor, True, begin.tensor, end.tensor,
                                    strides.tensor, masks))
+
+
+def _stacked_column(x, begin, end, strides, masks):
+    """``shape[k]`` of a value whose per-iteration shapes were stacked from columns
+    (``tf.stack(extents, axis=1)``, a ragged value's shape): that column itself, so
+    values sized by it keep the very lengths tensor (ragged ops then see equal
+    lengths and skip broadcasting and masks)."""
+    op = x.op
+    if (op.type != "Pack" or op.get_attr("axis") != 1 or x.shape.rank != 2
+            or masks["shrink_axis_mask"] != 1
+            or any(masks[m] for m in MASKS if m != "shrink_axis_mask")):
+        return None
+    k, stop, step = (tf.get_static_value(t) for t in (begin, end, strides))
+    if k is None or stop is None or step is None or len(k) != 1 or int(step[0]) != 1:
+        return None
+    k = int(k[0])
+    if not 0 <= k < len(op.inputs) or int(stop[0]) != k + 1:
+        return None
+    return op.inputs[k]
 
 
 def convert_strided_slice_stacked_bounds(ctx):
