@@ -8,7 +8,7 @@ import functools
 
 import tensorflow as tf
 
-from pfor_core import api, custom
+from pfor_core import api, custom, unrolled
 from pfor_core.layout import Invariant, Stacked, broadcast_invariant
 from pfor_core.ragged import Ragged
 
@@ -77,28 +77,10 @@ def _run(cell, spec, fallback, inputs, children, *, locate=None, scatter=False):
     # Row n of every state buffer stays zero: an absent child reads it.
     kids_or_zero = tf.where(has, children, n)
 
-    def run_level(at, states):
-        ids = tf.cast(tf.reshape(tf.where(at), [-1]), tf.int32)
-        # The level's rows gathered here: inside the pfor, a row by the loop index is a
-        # slice (no per-op index arithmetic in every level).
-        kid_rows = tf.gather(kids_or_zero, ids)
-        rows = (tf.nest.map_structure(lambda t: tf.gather(t, ids), inputs),
-                tf.nest.map_structure(lambda s: tf.gather(s, kid_rows), states),
-                tf.gather(has, ids))
-
-        def one(i):
-            return _checked(cell(*tf.nest.map_structure(lambda t: tf.gather(t, i), rows)), spec)
-        out = api.pfor(one, tf.size(ids), fallback=fallback)
-        if scatter:
-            return tf.nest.map_structure(
-                lambda s, o: tf.tensor_scatter_nd_update(s, ids[:, None], o), states, out)
-        at = tf.concat([at, [False]], 0)
-        slot = tf.maximum(tf.cumsum(tf.cast(at, tf.int32)) - 1, 0)
-
-        def update(s, o):
-            keep = tf.reshape(at, [-1] + [1] * (s.shape.rank - 1))
-            return tf.where(keep, tf.gather(o, slot), s)
-        return tf.nest.map_structure(update, states, out)
+    # Under XLA (static shapes) every node runs in every level and the level's are kept.
+    level = _masked_level if unrolled.compiled() else _run_level
+    run_level = functools.partial(level, cell, spec, fallback, inputs, has, kids_or_zero,
+                                  scatter)
 
     def ready(done):
         kids_done = tf.reduce_all(tf.logical_not(has) | tf.gather(done, tf.maximum(children, 0)),
@@ -128,6 +110,43 @@ def _run(cell, spec, fallback, inputs, children, *, locate=None, scatter=False):
         return tf.nest.map_structure(tf.identity, states)
 
 
+def _run_level(cell, spec, fallback, inputs, has, kids_or_zero, scatter, at, states):
+    """One level: a pfor of ``cell`` over the nodes ``at``, their states written."""
+    ids = tf.cast(tf.reshape(tf.where(at), [-1]), tf.int32)
+    # The level's rows gathered here: inside the pfor, a row by the loop index is a
+    # slice (no per-op index arithmetic in every level).
+    kid_rows = tf.gather(kids_or_zero, ids)
+    rows = (tf.nest.map_structure(lambda t: tf.gather(t, ids), inputs),
+            tf.nest.map_structure(lambda s: tf.gather(s, kid_rows), states),
+            tf.gather(has, ids))
+
+    def one(i):
+        return _checked(cell(*tf.nest.map_structure(lambda t: tf.gather(t, i), rows)), spec)
+    out = api.pfor(one, tf.size(ids), fallback=fallback)
+    if scatter:
+        return tf.nest.map_structure(
+            lambda s, o: tf.tensor_scatter_nd_update(s, ids[:, None], o), states, out)
+    at = tf.concat([at, [False]], 0)
+    slot = tf.maximum(tf.cumsum(tf.cast(at, tf.int32)) - 1, 0)
+
+    def update(s, o):
+        keep = tf.reshape(at, [-1] + [1] * (s.shape.rank - 1))
+        return tf.where(keep, tf.gather(o, slot), s)
+    return tf.nest.map_structure(update, states, out)
+
+
+def _masked_level(cell, spec, fallback, inputs, has, kids_or_zero, scatter, at, states):
+    """One level under XLA: a pfor of ``cell`` over all nodes, kept for those ``at``."""
+    del scatter
+    rows = (inputs, tf.nest.map_structure(lambda s: tf.gather(s, kids_or_zero), states), has)
+    n = kids_or_zero.shape[0] if kids_or_zero.shape[0] is not None else tf.shape(has)[0]
+    out = api.pfor(lambda i: _checked(cell(*tf.nest.map_structure(
+        lambda t: tf.gather(t, i), rows)), spec), n, fallback=fallback)
+    keep = tf.concat([at, [False]], 0)
+    return tf.nest.map_structure(lambda s, o: tf.where(
+        tf.reshape(keep, [-1] + [1] * (s.shape.rank - 1)), _zero_row(o), s), states, out)
+
+
 def _batched(cell, spec, fallback, structure, layouts, conversion):
     """dag_map inside pfor: the iterations' graphs as one disjoint union, so each level
     is one pfor of ``cell`` over that level's nodes of every graph. Layouts of the
@@ -135,7 +154,7 @@ def _batched(cell, spec, fallback, structure, layouts, conversion):
     where this does not apply (the call is then converted op by op)."""
     *xs, kids = layouts
     b = conversion.n
-    union = _union(xs, kids, b)
+    union = None if unrolled.compiled() else _union(xs, kids, b)  # (XLA: no union)
     if union is None:
         return None
     counts, ragged, width, padded, kids, valid = union
@@ -208,7 +227,7 @@ def _batched_vjp(cell, spec, fallback, structure, wrt, variables, layouts, conve
     """The VJP inside pfor: the reverse level loop over the iterations' graphs as one."""
     n_x = len(tf.nest.flatten(structure))
     b = conversion.n
-    union = _union(layouts[:n_x], layouts[n_x], b)
+    union = None if unrolled.compiled() else _union(layouts[:n_x], layouts[n_x], b)
     if union is None:
         return None
     counts, ragged, width, padded, kids, valid = union
@@ -248,10 +267,13 @@ def _reverse(cell, spec, fallback, structure, wrt, variables, b, width, padded, 
         return tf.tensor_scatter_nd_add(buffer, index[:, None], values)
 
     def step(level, acc, dxs, dvs):
-        ids = tf.cast(tf.reshape(tf.where(tf.equal(level_of, level)), [-1]), tf.int32)
-        if single:
+        if single and unrolled.compiled():  # static shapes: every node, the level's kept
+            at, real = tf.range(n)[None], tf.equal(level_of, level)[None]
+        elif single:
+            ids = tf.cast(tf.reshape(tf.where(tf.equal(level_of, level)), [-1]), tf.int32)
             at, real = ids[None], tf.ones_like(ids, tf.bool)[None]
         else:
+            ids = tf.cast(tf.reshape(tf.where(tf.equal(level_of, level)), [-1]), tf.int32)
             tree = ids // width
             per = tf.math.unsorted_segment_sum(tf.ones_like(ids), tree, b)
             rank = tf.range(tf.size(ids)) - tf.gather(tf.cumsum(per, exclusive=True), tree)

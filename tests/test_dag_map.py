@@ -207,7 +207,7 @@ def tf_recursion(cell, inputs, kids, fallback, parts=2):
     return tuple(tf.stack(p) for p in zip(*[state(v) for v in range(len(kids))]))
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(st.lists(dags(max_nodes=6), min_size=0, max_size=4))
 def test_per_example_gradients_run_the_reverse_level_loop_over_the_union(trees):
     # Gradients of the inputs and of a variable, one per tree, against a tape per tree;
@@ -344,3 +344,38 @@ def test_gradients_of_a_cell_closing_over_a_per_iteration_value_convert_op_by_op
     for g, (tx, tk), scale in zip(got, trees, [2., 3.]):
         want = grad(scale, tx, tk, dag_map=functools.partial(tf_recursion, parts=1))
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+
+
+def test_under_xla_where_sizes_are_static():
+    # jit_compile=True: every node runs in every level (static shapes), the level's
+    # results kept; alone, inside vectorized_map and in per-example gradients.
+    kids = np.array([[-1, -1], [-1, -1], [0, 1], [2, 0], [3, 2]], np.int32)
+    xs = np.random.default_rng(1).normal(size=[3, 5, D]).astype(np.float32)
+    v = tf.Variable(W)
+
+    def var_cell(x, cs, mask):
+        return tf.tanh(tf.tensordot(x, v, 1) + tf.reduce_sum(cs, 0))
+
+    def loss(x):
+        return tf.reduce_sum(pf.dag_map(var_cell, x, kids, fallback="error") ** 2)
+
+    def grads(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            value = loss(x)
+        return tape.gradient(value, [x, v])
+    one = tf.function(lambda x: pf.dag_map(cell, x, kids, fallback="error"), jit_compile=True)
+    np.testing.assert_allclose(one(xs[0]), recursion(xs[0], kids), rtol=1e-5, atol=1e-6)
+    for got, want in zip(tf.function(grads, jit_compile=True)(tf.constant(xs[0])),
+                         tf.function(grads)(tf.constant(xs[0]))):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    mapped = tf.function(lambda b: pf.vectorized_map(
+        lambda x: pf.dag_map(cell, x, kids, fallback="error"), b, fallback="error"),
+        jit_compile=True)(xs)
+    for i in range(3):
+        np.testing.assert_allclose(mapped[i], recursion(xs[i], kids), rtol=1e-5, atol=1e-6)
+    per_example = tf.function(lambda b: pf.per_example_gradients(loss, [v], b, fallback="error"),
+                              jit_compile=True)(xs)[0]
+    for i in range(3):
+        np.testing.assert_allclose(per_example[i], grads(tf.constant(xs[i]))[1], rtol=1e-4,
+                                   atol=1e-5)

@@ -223,3 +223,32 @@ def test_split_v_along_a_dimension_that_does_not_vary():
 def test_split_along_the_dimension_that_varies_falls_back_like_the_loop():
     testing.assert_matches_loop(lambda i: tf.split(SPLIT_XS[i, :SPLIT_LENGTHS[i] * 0 + 2], 2, axis=0), 3,
                                 modes=testing.RUN_MODES, ragged_outputs=True, fallback="loop")
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_drawn_splits_of_values_whose_rows_differ_per_iteration(data):
+    """Split / SplitV (sizes maybe with one -1) along a dimension that does not vary,
+    of rows x[i, :len_i] of drawn lengths (0 included), each part then summed over the
+    varying rows (so nonzero padding would show), and its gradients: as the loop."""
+    n = data.draw(st.integers(0, 4), label="n")
+    lengths = tf.constant(data.draw(testing.lengths_strategy(n, 3), label="lengths"), tf.int32)
+    width = data.draw(st.sampled_from([2, 4, 6]), label="width")
+    rng = np.random.default_rng(data.draw(st.integers(0, 9), label="seed"))
+    x = tf.constant(rng.normal(size=[n, 3, width]).astype(np.float32))
+    axis = data.draw(st.sampled_from([1, -1]), label="axis")
+    if data.draw(st.booleans(), label="by sizes"):
+        sizes = [1, width - 2, 1]
+        if data.draw(st.booleans(), label="one -1"):
+            sizes[data.draw(st.integers(0, 2), label="which")] = -1
+        parts = sizes
+    else:
+        parts = 2
+
+    def body(i):
+        split = tf.split(testing.rows(x, lengths, i), parts, axis=axis)
+        return tf.add_n([tf.reduce_sum(tf.reduce_sum(p, 0) * float(k + 1))
+                         for k, p in enumerate(split)]), split[0]
+    testing.assert_matches_loop(body, n, modes=testing.draw_modes(data), ragged_outputs=True)
+    if n:
+        testing.assert_gradients_match(lambda i: body(i)[0], [x], n)

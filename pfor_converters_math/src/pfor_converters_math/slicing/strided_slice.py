@@ -366,6 +366,9 @@ def convert_strided_slice_ragged(ctx):
     plan = _strided_plan(ctx, source, x)
     if not isinstance(plan, tuple):
         return plan
+    if isinstance(x, Ragged) and all(step == ("whole",) for step in plan[0]) and len(
+            plan[0]) == x.rank:
+        return x  # x[...] (what a RaggedTensor's row read ends with): itself, not re-masked
     out = apply_plan(ctx, source, *plan)
     if windows and isinstance(out, Ragged):  # one size but where clipped
         out = Ragged(padded=out.padded, lengths=tuple(
