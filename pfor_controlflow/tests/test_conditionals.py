@@ -253,3 +253,65 @@ def test_per_example_jacobian_of_a_function_with_a_cond():
         return pf.jacobian(f, tf.gather(x, i), fallback="error")
 
     testing.assert_matches_loop(body, 3, graph=True)
+
+
+D_TREE = 3
+W_TREE = tf.constant(np.linspace(-1., 1., D_TREE * D_TREE, dtype=np.float32).reshape(3, 3))
+
+
+@st.composite
+def _trees(draw):
+    """A batch of trees in post-order, each node's children among the nodes before it
+    (-1 for none): single nodes, chains, shared children, of different sizes."""
+    trees = []
+    for _ in range(draw(st.integers(0, 4))):
+        size = draw(st.integers(1, 5))
+        kids = np.full([size, 2], -1, np.int32)
+        for v in range(1, size):
+            for j in range(2):
+                if draw(st.booleans()):
+                    kids[v, j] = draw(st.integers(0, v - 1))
+        trees.append(kids)
+    return trees
+
+
+def _node_loop(kids, x, use_case):
+    """The natural per-tree code: a while loop over the nodes reading the children's
+    states from a TensorArray under a per-node conditional (index -1 unguarded: only
+    the rows that take a branch may run it)."""
+    n = tf.shape(kids)[0]
+
+    def read(hs, j):
+        if use_case:  # switch_case on 0 (absent) / 1 (present)
+            return tf.switch_case(tf.cast(j >= 0, tf.int32),
+                                  [lambda: tf.zeros([D_TREE]), lambda: hs.read(j)])
+        return tf.cond(j >= 0, lambda: hs.read(j), lambda: tf.zeros([D_TREE]))
+
+    def body(t, hs):
+        h = tf.tanh(tf.linalg.matvec(W_TREE, x[t]) + read(hs, kids[t, 0])
+                    + 0.5 * read(hs, kids[t, 1]))
+        return t + 1, hs.write(t, h)
+    arrays = tf.TensorArray(tf.float32, size=n, element_shape=[D_TREE], clear_after_read=False)
+    _, hs = tf.while_loop(lambda t, _: t < n, body, (0, arrays))
+    return hs.read(n - 1), hs.stack()
+
+
+@settings(max_examples=12, deadline=None)
+@given(_trees(), st.booleans(), st.integers(0, 9))
+def test_tensor_array_reads_under_a_per_iteration_conditional(trees, use_case, seed):
+    """A node loop over trees of different sizes whose body reads its TensorArray in
+    cond / switch_case branches taken per node: every tree's states as its own loop's,
+    no fallback."""
+    lengths = [len(t) for t in trees]
+    kids = tf.RaggedTensor.from_row_lengths(
+        np.concatenate(trees + [np.zeros([0, 2], np.int32)]), tf.constant(lengths, tf.int64))
+    x = tf.RaggedTensor.from_row_lengths(np.random.default_rng(seed).normal(
+        size=[sum(lengths), D_TREE]).astype(np.float32), tf.constant(lengths, tf.int64))
+    root, states = pf.pfor(lambda i: _node_loop(kids[i], x[i], use_case), len(trees),
+                           fallback="error", ragged_outputs=True)
+    reference = tf.function(lambda k, v: _node_loop(k, v, use_case))
+    for i, tree in enumerate(trees):
+        want_root, want_states = reference(tf.constant(tree), x[i])
+        np.testing.assert_allclose(root[i], want_root, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.reshape(states[i].numpy(), [-1, D_TREE]), want_states,
+                                   rtol=1e-5, atol=1e-6)

@@ -11,6 +11,11 @@ their count, so a branch no iteration takes does not run), and ``dynamic_stitch`
 the rows back in order. Under XLA and inside an outer pfor, which need static shapes,
 every branch runs on all rows instead and each row keeps its own branch's outputs.
 
+A per-iteration tensor list (a TensorArray) that the branches only read enters each
+branch as a list of that branch's rows (a copy of its elements' rows), so a row reads
+only in the branch it takes (``tf.cond(j >= 0, lambda: ta.read(j), ...)`` never reads
+index -1); branches that write or pass on such a list are refused.
+
 Outputs whose shape may differ between rows (ragged in some branch, or of other sizes
 in different branches) leave the branches padded, with their sizes, and come out
 ragged (ragged_branches.py).
@@ -28,6 +33,8 @@ from pfor_controlflow.conditionals import optionals, ragged_branches
 from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph,
                                         select_rows, stand_in, with_effects)
 from pfor_controlflow.lists import ragged_items
+from pfor_controlflow.lists.loop_views import ListView
+from pfor_controlflow.lists.with_lengths import ListWithLengths
 
 
 def branch_graphs(ctx):
@@ -161,7 +168,10 @@ class _Rows:
                 # accumulator): the forward conditional's, so one part per branch.
                 parts = tuple(optionals.input_spec([g], k) for g in graphs)
                 if all(p is None for p in parts):
-                    if any(g.inputs[k].consumers() for g in graphs):
+                    dtype = _read_only_list(ctx, graphs, k)
+                    if dtype is not None:
+                        self.inputs[k] = _ReadList(value=value, element_dtype=dtype)
+                    elif any(g.inputs[k].consumers() for g in graphs):
                         raise ValueError("per-iteration tensor lists or resources cross "
                                          "the branches")
                     continue
@@ -181,6 +191,8 @@ class _Rows:
         for value in self.inputs:
             if not value.is_stacked:
                 rows.append(value)
+            elif isinstance(value, _ReadList):
+                rows.append(value.rows(positions))
             elif isinstance(value, optionals.SplitOptional):
                 rows.append(optionals.none() if value.parts[b] is None else optionals.wrap(
                     optionals.rows_of(c, positions) for c in value.part(b)))
@@ -249,6 +261,58 @@ class _Rows:
                       for f, spec in zip(flats, specs)]
             out.append(optionals.split(specs, positions, pieces, self.ctx.n))
         return out
+
+
+# List ops that only read: a branch doing no more with a per-iteration list (a
+# TensorArray's reads under ``tf.cond``) gets the list of its own rows.
+_LIST_READS = frozenset({"TensorListGetItem", "TensorListLength", "TensorListElementShape",
+                         "TensorListStack", "TensorListGather"})
+
+
+def _read_only_list(ctx, graphs, k):
+    """The element dtype of the per-iteration tensor list that enters the branches as
+    input ``k``, when every branch only reads it (and no output is a list); else None."""
+    if ctx.inputs[1 + k].dtype != tf.variant or any(
+            t.dtype == tf.variant for t in ctx.op.outputs):
+        return None
+    dtypes = set()
+    for graph in graphs:
+        for consumer in graph.inputs[k].consumers():
+            if consumer.type not in _LIST_READS:
+                return None
+            dtypes.add(consumer.get_attr("element_dtype"))
+    return dtypes.pop() if len(dtypes) == 1 else None
+
+
+class _ReadList:
+    """A per-iteration tensor list (elements ``[n, ...]``; a loop's view of it, or one
+    whose rows hold their own number of items) that the branches only read: a branch
+    gets a list of its own rows (a copy), with their lengths where rows have their own."""
+
+    is_stacked = True
+    dtype = tf.variant
+
+    def __init__(self, *, value, element_dtype):
+        self.value, self.element_dtype = value, element_dtype
+
+    def rows(self, positions):
+        """The list of the rows at ``positions`` of the conversion."""
+        value, rows, lengths = self.value, positions, None
+        if isinstance(value, ListView):  # the loop's rows are some rows of the list
+            base = value.rows if value.rows is not None else value.reads
+            rows = rows if base is None else tf.gather(base, positions)
+            lengths = value.lengths
+        elif isinstance(value, ListWithLengths):
+            lengths = value.lengths
+        shape = _R.TensorListElementShape(input_handle=value.tensor, shape_type=tf.int32)
+        items = _R.TensorListStack(input_handle=value.tensor, element_shape=shape,
+                                   element_dtype=self.element_dtype)
+        handle = _R.TensorListFromTensor(
+            tensor=tf.gather(items, rows, axis=1),
+            element_shape=tf.concat([tf.reshape(tf.size(rows), [1]), shape[1:]], 0))
+        if lengths is not None:
+            return ListWithLengths(tensor=handle, lengths=tf.gather(lengths, rows))
+        return Stacked(tensor=handle)
 
 
 def _run_rows(ctx, plan, b, positions):
