@@ -82,10 +82,7 @@ def _run(cell, spec, fallback, inputs, children, *, locate=None, scatter=False):
     run_level = functools.partial(level, cell, spec, fallback, inputs, has, kids_or_zero,
                                   scatter)
 
-    def ready(done):
-        kids_done = tf.reduce_all(tf.logical_not(has) | tf.gather(done, tf.maximum(children, 0)),
-                                  axis=1)
-        return tf.logical_not(done) & kids_done
+    ready = functools.partial(_ready, children)
 
     def body(done, at, states):
         states = run_level(at, states)
@@ -258,57 +255,21 @@ def _reverse(cell, spec, fallback, structure, wrt, variables, b, width, padded, 
     kids = tf.where(has, tf.concat([kids, tf.fill([1, kids.shape[1]], n)], 0), n)
     floats = [k for k, s in enumerate(states) if s.dtype.is_floating]
     acc = [_zero_row(_flat(_to_width(dys[k], width))) for k in floats]
-
-    def add(buffer, index, values):
-        # One graph: a segment sum, which converts inside pfor (the op-by-op path).
-        index = tf.reshape(index, [-1])
-        if single:
-            return buffer + tf.math.unsorted_segment_sum(values, index, tf.shape(buffer)[0])
-        return tf.tensor_scatter_nd_add(buffer, index[:, None], values)
+    vjp = functools.partial(_graph_vjp, cell, spec, fallback, structure, wrt, floats,
+                            variables)
 
     def step(level, acc, dxs, dvs):
-        if single and unrolled.compiled():  # static shapes: every node, the level's kept
-            at, real = tf.range(n)[None], tf.equal(level_of, level)[None]
-        elif single:
-            ids = tf.cast(tf.reshape(tf.where(tf.equal(level_of, level)), [-1]), tf.int32)
-            at, real = ids[None], tf.ones_like(ids, tf.bool)[None]
-        else:
-            ids = tf.cast(tf.reshape(tf.where(tf.equal(level_of, level)), [-1]), tf.int32)
-            tree = ids // width
-            per = tf.math.unsorted_segment_sum(tf.ones_like(ids), tree, b)
-            rank = tf.range(tf.size(ids)) - tf.gather(tf.cumsum(per, exclusive=True), tree)
-            # Short graphs are padded with a real node of the level, its cotangent zero.
-            at = tf.tensor_scatter_nd_update(tf.fill([b, tf.reduce_max(per)], ids[0]),
-                                             tf.stack([tree, rank], 1), ids)
-            real = tf.scatter_nd(tf.stack([tree, rank], 1), tf.ones_like(ids),
-                                 tf.shape(at)) > 0
-        x_at = [tf.gather(x, at) for x in xs]
+        at, real = _level_rows(tf.equal(level_of, level), n, b, width, single)
         kid_at = tf.gather(kids, at)
-        c_at = [tf.gather(s, kid_at) for s in states]
-        has_at = tf.gather(has, at)
-        g_at = [tf.where(_expand(real, a.shape.rank + 1), tf.gather(a, at), tf.zeros([], a.dtype))
-                for a in acc]
-
-        def one(i):
-            # Rows by the loop index (tf.gather): slices inside pfor.
-            def row(t):
-                return t[i] if isinstance(i, int) else tf.gather(t, i)
-            xi, ci, hi = [row(x) for x in x_at], [row(c) for c in c_at], row(has_at)
-            sources = [xi[k] for k in wrt] + [ci[k] for k in floats]
-            with tf.GradientTape() as tape:
-                tape.watch(sources)
-                out = api.pfor(lambda j: tf.nest.flatten(_checked(cell(
-                    tf.nest.pack_sequence_as(structure, [tf.gather(x, j) for x in xi]),
-                    tf.nest.pack_sequence_as(spec, [tf.gather(c, j) for c in ci]),
-                    tf.gather(hi, j)), spec)), tf.shape(at)[1], fallback=fallback)
-            return [tf.convert_to_tensor(g) for g in tape.gradient(
-                [out[k] for k in floats], sources + list(variables),
-                output_gradients=[row(g) for g in g_at],
-                unconnected_gradients=tf.UnconnectedGradients.ZERO)]
-        grads = [g[None] for g in one(0)] if single else api.pfor(one, b, fallback=fallback)
-        dxs = [add(d, at, _flat(g)) for d, g in zip(dxs, grads)]
+        rows = ([tf.gather(x, at) for x in xs], [tf.gather(s, kid_at) for s in states],
+                tf.gather(has, at),
+                [tf.where(_expand(real, a.shape.rank + 1), tf.gather(a, at),
+                          tf.zeros([], a.dtype)) for a in acc])
+        grads = ([g[None] for g in vjp(rows, 0)] if single else
+                 api.pfor(functools.partial(vjp, rows), b, fallback=fallback))
+        dxs = [_add_at(d, at, _flat(g), single) for d, g in zip(dxs, grads)]
         grads = grads[len(wrt):]
-        acc = [add(a, kid_at, _flat(_flat(g))) for a, g in zip(acc, grads)]
+        acc = [_add_at(a, kid_at, _flat(_flat(g)), single) for a, g in zip(acc, grads)]
         dvs = [d + g for d, g in zip(dvs, grads[len(floats):])]
         return level - 1, acc, dxs, dvs
 
@@ -319,14 +280,55 @@ def _reverse(cell, spec, fallback, structure, wrt, variables, b, width, padded, 
     return dxs, dvs
 
 
+def _level_rows(in_level, n, b, width, single):
+    """The union nodes a level's VJP runs on, ``[b, m]`` (graph by graph, short graphs
+    padded with a real node of the level), and which of them are the level's."""
+    if single and unrolled.compiled():  # static shapes: every node, the level's kept
+        return tf.range(n)[None], in_level[None]
+    ids = tf.cast(tf.reshape(tf.where(in_level), [-1]), tf.int32)
+    if single:
+        return ids[None], tf.ones_like(ids, tf.bool)[None]
+    graph = ids // width
+    per = tf.math.unsorted_segment_sum(tf.ones_like(ids), graph, b)
+    slot = tf.stack([graph, tf.range(tf.size(ids)) - tf.gather(tf.cumsum(per, exclusive=True),
+                                                              graph)], 1)
+    at = tf.tensor_scatter_nd_update(tf.fill([b, tf.reduce_max(per)], ids[0]), slot, ids)
+    return at, tf.scatter_nd(slot, tf.ones_like(ids), tf.shape(at)) > 0
+
+
+def _graph_vjp(cell, spec, fallback, structure, wrt, floats, variables, rows, i):
+    """Graph ``i``'s VJP at one level: of a pfor of ``cell`` over its rows of the level
+    (inputs, child states, child masks, cotangents), for the inputs ``wrt``, the float
+    child states and ``variables``."""
+    def row(t):  # by the loop index (tf.gather): a slice inside pfor
+        return t[i] if isinstance(i, int) else tf.gather(t, i)
+    xs, cs, has, gs = rows
+    xi, ci, hi = [row(x) for x in xs], [row(c) for c in cs], row(has)
+    sources = [xi[k] for k in wrt] + [ci[k] for k in floats]
+    with tf.GradientTape() as tape:
+        tape.watch(sources)
+        out = api.pfor(lambda j: tf.nest.flatten(_checked(cell(
+            tf.nest.pack_sequence_as(structure, [tf.gather(x, j) for x in xi]),
+            tf.nest.pack_sequence_as(spec, [tf.gather(c, j) for c in ci]),
+            tf.gather(hi, j)), spec)), tf.shape(hi)[0], fallback=fallback)
+    return [tf.convert_to_tensor(g) for g in tape.gradient(
+        [out[k] for k in floats], sources + list(variables),
+        output_gradients=[row(g) for g in gs],
+        unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+
+
+def _add_at(buffer, index, values, single):
+    """``values`` added into the rows ``index`` of ``buffer``; for one graph a segment
+    sum, which converts inside pfor (the op-by-op path)."""
+    index = tf.reshape(index, [-1])
+    if single:
+        return buffer + tf.math.unsorted_segment_sum(values, index, tf.shape(buffer)[0])
+    return tf.tensor_scatter_nd_add(buffer, index[:, None], values)
+
+
 def _levels(kids, active):
     """Each union node's level (-1 where not active) and the depth."""
-    has = kids >= 0
-
-    def ready(done):
-        kids_done = tf.reduce_all(tf.logical_not(has) | tf.gather(done, tf.maximum(kids, 0)),
-                                  axis=1)
-        return tf.logical_not(done) & kids_done
+    ready = functools.partial(_ready, kids)
 
     def step(level, done, at, level_of):
         level_of = tf.where(at, level, level_of)
@@ -337,6 +339,12 @@ def _levels(kids, active):
         lambda level, done, at, _: tf.reduce_any(at), step,
         (0, done, ready(done), -tf.ones_like(kids[:, 0])))
     return level_of, depth
+
+
+def _ready(children, done):
+    """The nodes not ``done`` whose children (-1: none) all are."""
+    kids_done = tf.reduce_all((children < 0) | tf.gather(done, tf.maximum(children, 0)), axis=1)
+    return tf.logical_not(done) & kids_done
 
 
 def _zero_row(t):

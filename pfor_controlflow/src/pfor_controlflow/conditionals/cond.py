@@ -33,7 +33,7 @@ from pfor_controlflow.conditionals import optionals, ragged_branches
 from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph,
                                         select_rows, stand_in, with_effects)
 from pfor_controlflow.lists import ragged_items
-from pfor_controlflow.lists.loop_views import ListView
+from pfor_controlflow.lists.loop_views import ListView, list_rows
 from pfor_controlflow.lists.with_lengths import ListWithLengths
 
 
@@ -304,12 +304,7 @@ class _ReadList:
             lengths = value.lengths
         elif isinstance(value, ListWithLengths):
             lengths = value.lengths
-        shape = _R.TensorListElementShape(input_handle=value.tensor, shape_type=tf.int32)
-        items = _R.TensorListStack(input_handle=value.tensor, element_shape=shape,
-                                   element_dtype=self.element_dtype)
-        handle = _R.TensorListFromTensor(
-            tensor=tf.gather(items, rows, axis=1),
-            element_shape=tf.concat([tf.reshape(tf.size(rows), [1]), shape[1:]], 0))
+        handle = list_rows(value.tensor, rows, self.element_dtype)
         if lengths is not None:
             return ListWithLengths(tensor=handle, lengths=tf.gather(lengths, rows))
         return Stacked(tensor=handle)

@@ -62,14 +62,18 @@ class ListView(View):
         if dtype is None:
             return Decline("a tensor list of a loop with per-iteration trip counts whose "
                            "element type is unknown has no stacked form here")
-        shape = _R.TensorListElementShape(input_handle=self.tensor, shape_type=tf.int32)
-        whole = _R.TensorListStack(input_handle=self.tensor, element_shape=shape,
-                                   element_dtype=dtype)
-        rows = tf.gather(whole, self.rows, axis=1)
-        handle = _R.TensorListFromTensor(tensor=rows, element_shape=tf.constant(-1, tf.int32))
+        handle = list_rows(self.tensor, self.rows, dtype)
         if self.lengths is not None:
             return ListWithLengths(tensor=handle, lengths=tf.gather(self.lengths, self.rows))
         return Stacked(tensor=handle)
+
+
+def list_rows(handle, rows, dtype):
+    """A stacked list of the rows ``rows`` of the stacked list ``handle`` (a copy)."""
+    shape = _R.TensorListElementShape(input_handle=handle, shape_type=tf.int32)
+    whole = _R.TensorListStack(input_handle=handle, element_shape=shape, element_dtype=dtype)
+    return _R.TensorListFromTensor(tensor=tf.gather(whole, rows, axis=1),
+                                   element_shape=tf.constant(-1, tf.int32))
 
 
 def grows_only(op) -> bool:
