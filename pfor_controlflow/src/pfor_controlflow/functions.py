@@ -15,6 +15,17 @@ def function_graph(op, name: str):
     return None if found is None else found[0]
 
 
+def branch_functions(op):
+    """The function graphs of a conditional's (If, Case) branches in order, or None if
+    one is not found."""
+    if op.type in ("If", "StatelessIf"):
+        names = [op.get_attr("then_branch").name, op.get_attr("else_branch").name]
+    else:
+        names = [f.name for f in op.get_attr("branches")]
+    graphs = [function_graph(op, name) for name in names]
+    return None if any(g is None for g in graphs) else graphs
+
+
 def function_and_outputs(op, name: str):
     """(graph, outputs) of the function ``name`` that ``op`` runs, or None.
 

@@ -11,10 +11,12 @@ their count, so a branch no iteration takes does not run), and ``dynamic_stitch`
 the rows back in order. Under XLA and inside an outer pfor, which need static shapes,
 every branch runs on all rows instead and each row keeps its own branch's outputs.
 
-A per-iteration tensor list (a TensorArray) that the branches only read enters each
-branch as a list of that branch's rows (a copy of its elements' rows), so a row reads
-only in the branch it takes (``tf.cond(j >= 0, lambda: ta.read(j), ...)`` never reads
-index -1); branches that write or pass on such a list are refused.
+A per-iteration tensor list (a TensorArray) enters each branch as a view of that
+branch's rows (loop_views.py): a row reads only in the branch it takes
+(``tf.cond(j >= 0, lambda: ta.read(j), ...)`` never reads index -1), and writes land
+in the branch's rows only. The branches run one after another, each given the list
+the one before passed on, so the list that comes out holds every row's own writes.
+A branch that grows such a list (rows would differ in length) is refused.
 
 Outputs whose shape may differ between rows (ragged in some branch, or of other sizes
 in different branches) leave the branches padded, with their sizes, and come out
@@ -23,6 +25,8 @@ ragged (ragged_branches.py).
 
 from __future__ import annotations
 
+import dataclasses
+
 import tensorflow as tf
 
 from pfor_core.extend import Decline, Invariant, Stacked
@@ -30,22 +34,18 @@ from pfor_core.extend import Decline, Invariant, Stacked
 _R = tf.raw_ops
 from pfor_controlflow import total_ops
 from pfor_controlflow.conditionals import optionals, ragged_branches
-from pfor_controlflow.functions import (function_graph, is_handle, scratch_graph,
+from pfor_controlflow.functions import (branch_functions, is_handle, scratch_graph,
                                         select_rows, stand_in, with_effects)
 from pfor_controlflow.lists import ragged_items
-from pfor_controlflow.lists.loop_views import ListView, list_rows
+from pfor_controlflow.lists import handles, plain
+from pfor_controlflow.lists.loop_views import ListView
 from pfor_controlflow.lists.with_lengths import ListWithLengths
 
 
 def branch_graphs(ctx):
     """The function graphs of a conditional's branches, in order (None if one is not
     found)."""
-    if ctx.op_type in ("If", "StatelessIf"):
-        names = [ctx.attr("then_branch").name, ctx.attr("else_branch").name]
-    else:
-        names = [f.name for f in ctx.attr("branches")]
-    graphs = [function_graph(ctx.op, name) for name in names]
-    return None if any(g is None for g in graphs) else graphs
+    return branch_functions(ctx.op)
 
 
 def truth(pred: tf.Tensor) -> tf.Tensor:
@@ -161,23 +161,34 @@ class _Rows:
         if any(t.dtype == tf.resource for t in ctx.op.outputs):
             raise ValueError("a branch returns a resource")
         self.inputs = list(ctx.inputs[1:])
+        # Per-iteration tensor lists the branches use, by input: each branch sees it as
+        # a view of its rows (reads gather them, writes scatter into them), and writes
+        # pass from branch to branch (``current``) so every row keeps its own.
+        self.lists, self.current = {}, {}
+        # Per variant output that passes on a list input: that input.
+        self.passes = _passed_lists(graphs)
         for k, value in enumerate(self.inputs):
+            if value.dtype == tf.variant and k in self.passes.values() and not value.is_stacked:
+                value = self.inputs[k] = Stacked(tensor=plain.stack_list(
+                    ctx, value, element_dtype=_list_dtype(graphs, k, value)))
             if value.is_stacked and is_handle(value) and not isinstance(
                     value, optionals.SplitOptional):
                 # An optional that came another way (popped from a while loop's
                 # accumulator): the forward conditional's, so one part per branch.
                 parts = tuple(optionals.input_spec([g], k) for g in graphs)
                 if all(p is None for p in parts):
-                    dtype = _read_only_list(ctx, graphs, k)
-                    if dtype is not None:
-                        self.inputs[k] = _ReadList(value=value, element_dtype=dtype)
+                    if value.dtype == tf.variant and (
+                            k in self.passes.values() or _lists_used(graphs, k)):
+                        self.lists[k] = _ListInput(value, _list_dtype(graphs, k, value))
+                        self.current[k] = value.tensor
                     elif any(g.inputs[k].consumers() for g in graphs):
                         raise ValueError("per-iteration tensor lists or resources cross "
                                          "the branches")
                     continue
                 self.inputs[k] = optionals.SplitOptional(tensor=value.tensor, parts=parts)
         # Per variant output, per branch: the spec of its optional (None: no value).
-        self.outputs = [[optionals.output_spec(g, j) for g in graphs]
+        self.outputs = [None if j in self.passes else
+                        [optionals.output_spec(g, j) for g in graphs]
                         if t.dtype == tf.variant else None
                         for j, t in enumerate(ctx.op.outputs)]
         # Per output of no static shape, per branch: how the branch gave it (its rows
@@ -188,11 +199,11 @@ class _Rows:
     def gather(self, b, positions):
         """The conditional's inputs for branch ``b``'s rows at ``positions``."""
         rows = []
-        for value in self.inputs:
+        for k, value in enumerate(self.inputs):
             if not value.is_stacked:
                 rows.append(value)
-            elif isinstance(value, _ReadList):
-                rows.append(value.rows(positions))
+            elif k in self.lists:
+                rows.append(self.lists[k].view(self.current[k], positions, self.ctx.n))
             elif isinstance(value, optionals.SplitOptional):
                 rows.append(optionals.none() if value.parts[b] is None else optionals.wrap(
                     optionals.rows_of(c, positions) for c in value.part(b)))
@@ -206,6 +217,8 @@ class _Rows:
         """Branch ``b``'s outputs for its rows as a flat list of stacked tensors."""
         flat = []
         for j, specs in enumerate(self.outputs):
+            if j in self.passes:
+                continue  # (the lists: last, see ``handles``)
             if isinstance(converted.outputs[j], ragged_items.RaggedList):
                 raise Decline("a branch makes a tensor list of items whose shape differs "
                               "between iterations under a per-iteration predicate")
@@ -217,12 +230,31 @@ class _Rows:
                 flat.append(converted.stacked(j))
             elif specs[b] is not None:
                 flat.extend(optionals.components(converted.outputs[j], specs[b], converted.n))
+        for j in self.passes:
+            value = converted.outputs[j]
+            if not isinstance(value, ListView):
+                raise Decline("a branch replaces a per-iteration tensor list it was given "
+                              "(an op in it copied the list), under a per-iteration "
+                              "predicate")
+            flat.append(value.tensor)
         return flat
+
+    def handles(self, flat):
+        """Branch ``b``'s flat outputs without its lists, which become the lists the
+        next branch is given."""
+        if not self.passes:
+            return flat
+        cut = len(flat) - len(self.passes)
+        for k, handle in zip(self.passes.values(), flat[cut:]):
+            self.current[k] = handle
+        return flat[:cut]
 
     def empty(self, b):
         """Branch ``b``'s flat outputs for no rows, or None without static shapes."""
         flat = []
-        for specs, t in zip(self.outputs, self.ctx.op.outputs):
+        for j, (specs, t) in enumerate(zip(self.outputs, self.ctx.op.outputs)):
+            if j in self.passes:
+                continue
             pairs = [(t.dtype, t.shape)] if specs is None else (
                 [] if specs[b] is None else list(zip(*specs[b])))
             for dtype, shape in pairs:
@@ -233,13 +265,16 @@ class _Rows:
                 if not shape.is_fully_defined():
                     return None
                 flat.append(tf.zeros([0] + shape.as_list(), dtype))
-        return flat
+        return flat + [self.current[k] for k in self.passes.values()]
 
     def assemble(self, positions, flats):
         """The outputs for all rows from every branch's flat outputs."""
         flats = [iter(f) for f in flats]
         out = []
         for j, (specs, t) in enumerate(zip(self.outputs, self.ctx.op.outputs)):
+            if j in self.passes:
+                out.append(self.lists[self.passes[j]].result(self.current[self.passes[j]]))
+                continue
             if j in self.forms:
                 pieces = [[next(f) for _ in range(ragged_branches.count(t.shape.rank))]
                           for f in flats]
@@ -263,51 +298,69 @@ class _Rows:
         return out
 
 
-# List ops that only read: a branch doing no more with a per-iteration list (a
-# TensorArray's reads under ``tf.cond``) gets the list of its own rows.
-_LIST_READS = frozenset({"TensorListGetItem", "TensorListLength", "TensorListElementShape",
-                         "TensorListStack", "TensorListGather"})
+def _passed_lists(graphs) -> dict:
+    """Per variant output that every branch derives from the same tensor list input
+    (writes to it, or passes it on): that input. Other variant outputs (optionals,
+    lists a branch makes) are left out."""
+    sources = {}
+    for j in range(len(graphs[0].outputs)):
+        found = {handles.list_source(g, g.outputs[j]) for g in graphs}
+        if len(found) == 1 and None not in found:
+            sources[j] = found.pop()
+    if len(set(sources.values())) < len(sources):
+        raise ValueError("two outputs of the branches pass on the same tensor list")
+    return sources
 
 
-def _read_only_list(ctx, graphs, k):
-    """The element dtype of the per-iteration tensor list that enters the branches as
-    input ``k``, when every branch only reads it (and no output is a list); else None."""
-    if ctx.inputs[1 + k].dtype != tf.variant or any(
-            t.dtype == tf.variant for t in ctx.op.outputs):
+def _lists_used(graphs, k) -> bool:
+    """Whether a branch uses input ``k`` with a tensor list op."""
+    return any(c.type.startswith("TensorList") for g in graphs for c in g.inputs[k].consumers())
+
+
+def _list_dtype(graphs, k, value):
+    """The element dtype of tensor list input ``k``: as its ops in the branches read it,
+    else as its handle records it (None if neither)."""
+    pending = [g.inputs[k] for g in graphs]
+    while pending:
+        for consumer in pending.pop().consumers():
+            if "element_dtype" in consumer.node_def.attr:
+                return consumer.get_attr("element_dtype")
+            if consumer.type in handles.PASSING:
+                pending.append(consumer.outputs[0])
+    try:
+        return handles.element_dtype(value.tensor)
+    except ValueError:
         return None
-    dtypes = set()
-    for graph in graphs:
-        for consumer in graph.inputs[k].consumers():
-            if consumer.type not in _LIST_READS:
-                return None
-            dtypes.add(consumer.get_attr("element_dtype"))
-    return dtypes.pop() if len(dtypes) == 1 else None
 
 
-class _ReadList:
+class _ListInput:
     """A per-iteration tensor list (elements ``[n, ...]``; a loop's view of it, or one
-    whose rows hold their own number of items) that the branches only read: a branch
-    gets a list of its own rows (a copy), with their lengths where rows have their own."""
+    whose rows hold their own number of items) given to the branches of a conditional
+    whose predicate differs per iteration."""
 
-    is_stacked = True
-    dtype = tf.variant
-
-    def __init__(self, *, value, element_dtype):
+    def __init__(self, value, element_dtype):
+        if isinstance(value, ListView) and (value.mask is not None or value.reads is not None):
+            raise ValueError("a tensor list of a masked loop enters the branches")
+        if isinstance(value, ListWithLengths) and value.right_aligned:
+            raise ValueError("a tensor list whose rows' items are right-aligned (pushed "
+                             "in a loop) enters the branches")
         self.value, self.element_dtype = value, element_dtype
 
-    def rows(self, positions):
-        """The list of the rows at ``positions`` of the conversion."""
-        value, rows, lengths = self.value, positions, None
+    def view(self, handle, positions, n):
+        """The list (``handle``: its latest version) as a branch converting the rows at
+        ``positions`` sees it."""
+        value = self.value
         if isinstance(value, ListView):  # the loop's rows are some rows of the list
-            base = value.rows if value.rows is not None else value.reads
-            rows = rows if base is None else tf.gather(base, positions)
-            lengths = value.lengths
-        elif isinstance(value, ListWithLengths):
-            lengths = value.lengths
-        handle = list_rows(value.tensor, rows, self.element_dtype)
-        if lengths is not None:
-            return ListWithLengths(tensor=handle, lengths=tf.gather(lengths, rows))
-        return Stacked(tensor=handle)
+            rows = positions if value.rows is None else tf.gather(value.rows, positions)
+            return dataclasses.replace(value, tensor=handle, rows=rows, partial=True,
+                                       element_dtype=self.element_dtype)
+        lengths = value.lengths if isinstance(value, ListWithLengths) else None
+        return ListView(tensor=handle, width=n, rows=positions, aligned=True, lengths=lengths,
+                        partial=True, element_dtype=self.element_dtype)
+
+    def result(self, handle):
+        """The list passed on by the conditional (``handle``: its last version)."""
+        return dataclasses.replace(self.value, tensor=handle)
 
 
 def _run_rows(ctx, plan, b, positions):
@@ -411,7 +464,8 @@ def convert_stacked_selector(ctx):
     taken = _branch_of_rows(ctx, len(graphs))
     positions = [tf.cast(tf.where(tf.equal(taken, b))[:, 0], tf.int32)
                  for b in range(len(graphs))]
-    flats = [_run_rows(ctx, plan, b, rows) for b, rows in enumerate(positions)]
+    # In order: a branch's writes to a list are in the list the next branch is given.
+    flats = [plan.handles(_run_rows(ctx, plan, b, rows)) for b, rows in enumerate(positions)]
     return plan.assemble(positions, flats)
 
 

@@ -26,6 +26,29 @@ def element_dtype(handle) -> tf.DType:
                      "pass element_dtype")
 
 
+# Ops that give a new handle of the tensor list they take first (writes, and others).
+PASSING = frozenset({"Identity", "TensorListSetItem", "TensorListResize",
+                     "TensorListPushBack", "TensorListPopBack",
+                     "TensorListScatterIntoExistingList"})
+
+
+def list_source(graph, tensor):
+    """The input of function ``graph`` whose tensor list the variant ``tensor`` is a
+    handle of (through ``PASSING`` ops and while loops that carry it), or None."""
+    if tensor.dtype != tf.variant:
+        return None
+    inputs = {t.ref(): k for k, t in enumerate(graph.inputs)}
+    while tensor.ref() not in inputs:
+        op = tensor.op
+        if op.type in PASSING and tensor.value_index == 0:
+            tensor = op.inputs[0]
+        elif op.type in ("While", "StatelessWhile"):
+            tensor = op.inputs[tensor.value_index]
+        else:
+            return None
+    return inputs[tensor.ref()]
+
+
 def prepend_n(ctx, shape: tf.Tensor) -> tf.Tensor:
     """Per-iteration element shape (int32/int64 tensor, scalar -1 for an unknown rank)
     -> the stacked list's element shape: ``n`` first where the rank is known."""

@@ -47,6 +47,11 @@ class ListView(View):
     # int32 [width]: the row whose items each row reads, where a masked loop has its
     # rows that do not run compute on a running row's values (total_ops.stand_ins).
     reads: tf.Tensor | None = None
+    # The rows are those that take one branch of a conditional whose predicate differs
+    # per iteration: growing the list for them alone is refused (rows would then hold
+    # different numbers of items, which the list does not record).
+    partial: bool = False
+    element_dtype: tf.DType | None = None  # where the handle does not record it
 
     def again(self, handle) -> "ListView":
         return dataclasses.replace(self, tensor=handle)
@@ -58,7 +63,7 @@ class ListView(View):
             if self.lengths is not None:
                 return ListWithLengths(tensor=self.tensor, lengths=self.lengths)
             return Stacked(tensor=self.tensor)
-        dtype = _element_dtype(self.tensor)
+        dtype = self.element_dtype or _element_dtype(self.tensor)
         if dtype is None:
             return Decline("a tensor list of a loop with per-iteration trip counts whose "
                            "element type is unknown has no stacked form here")
@@ -125,6 +130,15 @@ def _merge(view, item: tf.Tensor, old: tf.Tensor | None) -> tf.Tensor:
     return tf.where(mask, item, old)
 
 
+def _grown(ctx):
+    """A refusal for growing a list in one branch of a per-iteration conditional."""
+    return ctx.decline(
+        "it grows a tensor list in a branch of a conditional whose predicate differs per "
+        "iteration, so iterations would hold lists of different lengths; give the "
+        "TensorArray a fixed size that covers every write (size=..., dynamic_size=False), "
+        "or write outside the conditional")
+
+
 def _checked(ctx, view, index, tensor):
     """``tensor``, after a run-time check that ``index`` (one, or each converted row's)
     lies within the own items of every converted row whose writes count, where rows
@@ -144,6 +158,8 @@ def convert_push_back(ctx):
     if ctx.inputs[1].dtype == tf.variant:
         return ctx.decline("a tensor list or optional (a conditional's intermediates) "
                            "pushed in a loop with per-iteration trip counts")
+    if view.partial:
+        return _grown(ctx)
     item = ctx.inputs[1]
     if isinstance(item, Ragged):
         if not view.padded_items:
@@ -190,6 +206,8 @@ def convert_set_item(ctx):
         index = _checked(ctx, view, index, index)
     shape = _whole_shape(view, item) if view.rows is not None else tf.shape(item)
     if ctx.attr("resize_if_index_out_of_bounds"):
+        if view.partial:
+            return _grown(ctx)
         length = _R.TensorListLength(input_handle=handle)
         handle = _R.TensorListResize(input_handle=handle,
                                      size=tf.maximum(length, index + 1))
@@ -260,6 +278,8 @@ def convert_resize(ctx):
     view = _view(ctx)
     if view is None or ctx.inputs[1].is_stacked or not grows_only(ctx.op):
         return ctx.decline("not a list seen by a loop over some iterations, grown")
+    if view.partial:
+        return _grown(ctx)
     return view.again(_R.TensorListResize(input_handle=view.tensor, size=ctx.inputs[1].tensor))
 
 

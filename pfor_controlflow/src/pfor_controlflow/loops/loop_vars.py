@@ -9,6 +9,7 @@ import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
 from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked
+from pfor_controlflow.functions import branch_functions
 from pfor_controlflow.lists import handles, ragged_items
 from pfor_controlflow.lists.loop_views import ListView, grows_only
 from pfor_controlflow.lists.with_lengths import ListWithLengths
@@ -330,8 +331,17 @@ def length_change(body, k) -> str:
     kinds of change, a new list)."""
     if _only_popped(body, k):
         return "pops"
-    out, found = body.outputs[k], set()
-    while out is not body.inputs[k]:
+    found = set()
+    if not _changes(body.outputs[k], body.inputs[k], found):
+        return "other"
+    return found.pop() if len(found) == 1 else ("same" if not found else "other")
+
+
+def _changes(out, source, found: set) -> bool:
+    """Adds to ``found`` how the ops from list handle ``source`` to ``out`` change its
+    length (see ``length_change``); False where one does another thing. Conditionals
+    on the way change it as their branches do."""
+    while out is not source:
         op = out.op
         if op.type == "TensorListPushBack":
             found.add("pushes")
@@ -340,10 +350,30 @@ def length_change(body, k) -> str:
                 found.add("writes")
         elif grows_only(op):
             found.add("writes")
+        elif op.type in ("If", "StatelessIf", "Case", "StatelessCase"):
+            k = _branches_pass(op, out.value_index, found)
+            if k is None:
+                return False
+            out = op.inputs[1 + k]
+            continue
         elif op.type != "Identity":
-            return "other"
+            return False
         out = op.inputs[0]
-    return found.pop() if len(found) == 1 else ("same" if not found else "other")
+    return True
+
+
+def _branches_pass(op, j, found: set):
+    """The input of conditional ``op`` whose list every branch passes on as output
+    ``j`` (their changes added to ``found``), or None."""
+    graphs = branch_functions(op)
+    sources = {None} if graphs is None else {handles.list_source(g, g.outputs[j])
+                                              for g in graphs}
+    if len(sources) != 1 or None in sources:
+        return None
+    k = sources.pop()
+    if not all(_changes(g.outputs[j], g.inputs[k], found) for g in graphs):
+        return None
+    return k
 
 
 def _only_popped(body, k) -> bool:
