@@ -20,7 +20,7 @@ from pfor_core.plugins import (CONVERTER_API_VERSION, default_registry,
                                register_batch_polymorphic, register_converter)
 from pfor_core.vmap import vmap
 
-__version__ = "0.7.2"
+__version__ = "0.7.3"
 
 _autograph.keep_library_unconverted()
 

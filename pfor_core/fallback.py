@@ -12,6 +12,8 @@ always right, only slow; ``explain`` and the ``fallback`` option report it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import tensorflow as tf
 
 from pfor_core import emit, empty, ragged, unrolled
@@ -25,42 +27,37 @@ def run_sequentially(op, layouts, conversion, reasons=()) -> list:
     # Outputs nobody reads are not collected (they may even differ in shape per
     # iteration, like UniqueV2's values when only its indices are used).
     used = [bool(t.consumers()) or not _placeholder_ok(t.dtype) for t in op.outputs]
-    if any(v.is_stacked and v.dtype == tf.variant for v in layouts) or any(
-            u and t.dtype == tf.variant for t, u in zip(op.outputs, used)):
-        # A stacked tensor list has no rows to slice, and rows of handles are no
-        # stacked list (see layout.py).
-        why = f" Converters declined: {'; '.join(reasons)}." if reasons else ""
-        raise ConversionError(
-            f"pfor: {op.type} '{op.name}' takes or makes a per-iteration tensor list "
-            f"(tf.TensorArray) or other variant, which the fallback loop cannot slice or "
-            f"stack, and no converter handles it here.{why} Keep such lists "
-            "loop-invariant, or create them inside the loop that uses them.")
+    variants = _variant_rows(op, layouts, conversion, reasons)
+    specs = [_spec(op, t, conversion, reasons) for t, u in zip(op.outputs, used) if u]
     layouts = [_materialized(op, v) for v in layouts]
     if unrolled.applies(conversion):  # under XLA (see unrolled.py)
+        if variants or any(s.decode for s in specs):
+            raise _no_form(op, reasons, " under XLA")
         return unrolled.run_unrolled(op, layouts, conversion, used)
     unrolled.check_loop(op, conversion)
-    outputs = [t for t, u in zip(op.outputs, used) if u]
     # Outputs of no static shape may differ in shape between iterations: collected
     # as elements and shapes (and ranks), they become ragged (or unranked).
-    kinds = [_kind(t) for t in outputs]
+    kinds = [_kind(s) for s in specs]
     # In the body of an outer pfor, elements are gathered by concatenation instead of
     # a TensorArray: the outer conversion cannot keep a list whose elements differ in
     # size between its own iterations, but a loop variable that does makes it run this
     # whole loop per outer iteration.
     nested = empty.in_body()
-    arrays = tuple(_arrays(t, kind, n, nested) for t, kind in zip(outputs, kinds))
+    arrays = tuple(_arrays(s, kind, n, nested) for s, kind in zip(specs, kinds))
 
     def body(i, arrays):
-        row = [_row(v, i) for v in layouts]
+        row = [variants[k](i) if k in variants else _row(v, i)
+               for k, v in enumerate(layouts)]
         new = emit.recreate(op, row)
         for t, original in zip(new.outputs, op.outputs):
             # Shapes the body set by hand (a py_function's) hold for each iteration.
             if t.shape.is_compatible_with(original.shape):
                 t.set_shape(original.shape)
-        if not outputs:
+        if not specs:
             with tf.control_dependencies([new] + list(new.outputs)):
                 return i + 1, arrays
-        values = [t for t, u in zip(new.outputs, used) if u]
+        values = [s.encode(t) for t, s in zip([t for t, u in zip(new.outputs, used) if u],
+                                              specs)]
         return i + 1, tuple(_write(a, i, t, kind) for a, t, kind in zip(arrays, values, kinds))
 
     # Stateful ops keep the sequential order of a real loop.
@@ -69,26 +66,73 @@ def run_sequentially(op, layouts, conversion, reasons=()) -> list:
     _, arrays = tf.while_loop(lambda i, *_: i < n, body, (tf.constant(0), arrays),
                               shape_invariants=(tf.TensorShape([]), _invariants(arrays, kinds)),
                               parallel_iterations=parallel, maximum_iterations=n)
-    collected = iter(zip(arrays, outputs, kinds))
+    collected = iter(zip(arrays, specs, kinds))
     results = []
     for t, u in zip(op.outputs, used):
         if not u:
             results.append(Invariant(tensor=tf.zeros([], t.dtype)))  # never read
             continue
-        array, t, kind = next(collected)
-        results.append(_unranked(array) if kind == _UNRANKED else
-                       _result(array, t, conversion))
+        array, spec, kind = next(collected)
+        value = _unranked(array) if kind == _UNRANKED else _result(array, spec, conversion)
+        results.append(spec.decode(value) if spec.decode else value)
     return results
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """What the loop collects for one output: tensors of ``dtype`` and per-iteration
+    ``shape``, made from the op's output by ``encode`` and, when ``decode`` is set (a
+    variant's form, see ``Registry.variant_forms``), turned back into its value."""
+
+    dtype: tf.DType
+    shape: tf.TensorShape
+    encode: object = staticmethod(lambda t: t)
+    decode: object = None
+
+
+def _spec(op, original, conversion, reasons) -> _Spec:
+    if original.dtype != tf.variant:
+        return _Spec(original.dtype, original.shape)
+    for _, form in conversion.registry.variant_forms:
+        found = form.collect(original)
+        if found is not None:
+            encode, dtype, shape, decode = found
+            return _Spec(dtype, tf.TensorShape(shape), encode, decode)
+    raise _no_form(op, reasons)
+
+
+def _variant_rows(op, layouts, conversion, reasons) -> dict:
+    """Per stacked variant input: a function of the iteration giving its handle."""
+    rows = {}
+    for k, value in enumerate(layouts):
+        if not (value.is_stacked and value.dtype == tf.variant):
+            continue
+        for _, form in conversion.registry.variant_forms:
+            rows[k] = form.rows(value, op.inputs[k])
+            if rows[k] is not None:
+                break
+        else:
+            raise _no_form(op, reasons)
+    return rows
+
+
+def _no_form(op, reasons, where="") -> ConversionError:
+    why = f" Converters declined: {'; '.join(reasons)}." if reasons else ""
+    return ConversionError(
+        f"pfor: {op.type} '{op.name}' takes or makes a per-iteration variant (an optional, "
+        f"or a tensor list of a kind no pack restacks) that the fallback loop{where} cannot "
+        f"slice or stack, and no converter handles it here.{why} Keep such values "
+        "loop-invariant, or create them inside the loop that uses them.")
 
 
 _ROWS, _VARYING, _UNRANKED = "rows", "varying", "unranked"
 
 
-def _kind(original) -> str:
+def _kind(spec) -> str:
     """How the loop collects an output: as rows (its shape is the same in every
     iteration, or it is only checked so: under XLA, which has no run-time shapes), as
     elements and shapes (of known rank), or as elements, shapes and ranks."""
-    shape = original.shape
+    shape = spec.shape
     if shape.rank is None:
         return _ROWS if unrolled.compiled() else _UNRANKED
     return _ROWS if shape.is_fully_defined() else _VARYING

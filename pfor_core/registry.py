@@ -167,6 +167,8 @@ class Registry:
         # What packs declared through their hooks (plugins.load_one fills these).
         self.library_modules: set[str] = set()
         self.hints: dict[str, list[tuple[str, str]]] = {}  # op type -> [(pack, hint)]
+        # How the fallback loop slices and restacks variants (fallback.py), by pack.
+        self.variant_forms: list[tuple[str, object]] = []
 
     def add(self, op_types: str | Iterable[str], fn: Callable, *, inputs: str | None = None,
             priority: int = 0, pack: str = IN_PROCESS, version: str = "",
@@ -195,6 +197,7 @@ class Registry:
         return bool(self._see_invariant.get(op_type))
 
     def remove_pack(self, pack: str) -> None:
+        self.variant_forms = [(p, f) for p, f in self.variant_forms if p != pack]
         for packs in self._see_invariant.values():
             packs.discard(pack)
         for op_type in list(self._entries):
@@ -288,6 +291,23 @@ class PackRegistrar:
         inputs (they must then return invariant values for them themselves)."""
         self._registry.dispatch_invariant(op_types, pack=self.pack)
 
+    def variant_form(self, form) -> None:
+        """Teach the fallback loop a kind of ``tf.variant`` value (a tensor list, an
+        optional) whose contents differ per iteration. ``form`` has two methods, each
+        returning None for a value that is not of its kind:
+
+        - ``rows(value, original)``: for the stacked variant ``value`` (the layout of
+          body tensor ``original``), a function of the iteration index giving that
+          iteration's own handle (called inside the loop; work shared by all
+          iterations goes before it returns);
+        - ``collect(original)``: for a variant output ``original`` of the op,
+          ``(encode, dtype, shape, decode)``: ``encode(handle)`` is the tensor the loop
+          collects for an iteration's handle, of ``dtype`` and static ``shape``, and
+          ``decode(value)`` turns what was collected (stacked, or ragged where
+          shapes differ) into the output's layout value.
+        """
+        self._registry.variant_forms.append((self.pack, form))
+
     def batch_polymorphic(self, op_types: str | Iterable[str], *,
                           batched_inputs: Iterable[int] | None = None,
                           priority: int = 0) -> None:
@@ -312,6 +332,9 @@ class _OpTypeCollector:
     batch_polymorphic = add
 
     def dispatch_invariant(self, op_types) -> None:
+        pass
+
+    def variant_form(self, form) -> None:
         pass
 
 

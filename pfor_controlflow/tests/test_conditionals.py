@@ -315,3 +315,121 @@ def test_tensor_array_reads_under_a_per_iteration_conditional(trees, use_case, s
         np.testing.assert_allclose(root[i], want_root, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(np.reshape(states[i].numpy(), [-1, D_TREE]), want_states,
                                    rtol=1e-5, atol=1e-6)
+
+
+def _written_under_cond(x, flags, steps, use_case, pass_on):
+    """A loop writing a TensorArray in the branches of a per-step conditional: both
+    branches write (reading an earlier item), or one passes the array on unchanged."""
+    size = x.shape[0]
+
+    def write_a(t, ta):
+        return ta.write(t, 2.0 * x[t] + ta.read(tf.maximum(t - 1, 0)))
+
+    def write_b(t, ta):
+        return ta if pass_on else ta.write(t, -x[t])
+
+    def body(t, ta):
+        if use_case:
+            ta = tf.switch_case(tf.cast(flags[t], tf.int32),
+                                [lambda: write_b(t, ta), lambda: write_a(t, ta)])
+        else:
+            ta = tf.cond(flags[t], lambda: write_a(t, ta), lambda: write_b(t, ta))
+        return t + 1, ta
+    arrays = tf.TensorArray(tf.float32, size=size, element_shape=x.shape[1:],
+                            clear_after_read=False)
+    _, ta = tf.while_loop(lambda t, _: t < steps, body, (0, arrays))
+    return ta.stack()
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 5), st.integers(1, 4), st.booleans(), st.booleans(), st.booleans(),
+       st.integers(0, 9))
+def test_tensor_array_writes_under_a_per_iteration_conditional(n, size, per_row_steps,
+                                                               use_case, pass_on, seed):
+    """Each row's TensorArray holds the writes of the branches it took (also in a loop
+    whose trip count differs per row), no fallback."""
+    rng = np.random.default_rng(seed)
+    x = tf.constant(rng.normal(size=[n, size, 2]).astype(np.float32))
+    flags = tf.constant(rng.random([n, size]) > 0.5)
+    steps = tf.constant(rng.integers(0, size + 1, [n]) if per_row_steps else
+                        np.full([n], size), tf.int32)
+    testing.assert_matches_loop(
+        lambda i: _written_under_cond(x[i], flags[i], steps[i], use_case, pass_on), n,
+        graph=True, fallback="error")
+
+
+@pytest.mark.parametrize("where", ["xla", "nested"])
+def test_tensor_array_writes_under_a_per_iteration_conditional_run_masked(where):
+    """Run masked (XLA; an outer pfor): each row's writes count only in its branch."""
+    rng = np.random.default_rng(3)
+    x = tf.constant(rng.normal(size=[3, 4, 5, 2]).astype(np.float32))
+    flags = tf.constant(rng.random([3, 4, 5]) > 0.5)
+    one = lambda i, j: _written_under_cond(x[i, j], flags[i, j], 5, False, True)
+    want = tf.stack([tf.stack([tf.function(one)(i, j) for j in range(4)]) for i in range(3)])
+    if where == "xla":
+        got = tf.function(lambda: pf.pfor(lambda j: one(0, j), 4, fallback="error"),
+                          jit_compile=True)()
+        np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-6)
+        return
+    got = pf.pfor(lambda i: pf.pfor(lambda j: one(i, j), 4, fallback="error"), 3,
+                  fallback="error")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_growing_a_tensor_array_under_a_per_iteration_conditional_is_a_clear_error():
+    """A branch that grows the array for its rows only: refused, naming the fix."""
+    flags = tf.constant([True, False, True])
+
+    def body(i):
+        ta = tf.TensorArray(tf.float32, size=1, dynamic_size=True)
+        ta = tf.cond(flags[i], lambda: ta.write(2, 1.0), lambda: ta.write(0, 2.0))
+        return ta.stack()
+    with pytest.raises(pf.ConversionError, match="fixed size"):
+        pf.pfor(body, 3, fallback="error")
+
+
+_NODES = 7
+
+
+def _random_tree(rng, size):
+    """Children of a random binary tree of ``size`` nodes (root 0), padded with -1."""
+    kids = -np.ones([_NODES, 2], np.int32)
+    for child in range(1, size):
+        while True:
+            parent, side = rng.integers(0, child), rng.integers(0, 2)
+            if kids[parent, side] < 0:
+                kids[parent, side] = child
+                break
+    return kids
+
+
+@settings(deadline=None, max_examples=6)
+@given(sizes=st.lists(st.integers(1, _NODES), min_size=1, max_size=5), seed=st.integers(0, 99),
+       graph=st.booleans())
+def test_a_depth_first_walk_with_a_tensor_array_stack_of_per_example_depth(sizes, seed, graph):
+    """An explicit stack (recursion written as a loop): pushes under per-example
+    conditionals, pops in a loop that runs until each example's stack is empty."""
+    rng = np.random.default_rng(seed)
+    kids = tf.constant(np.stack([_random_tree(rng, m) for m in sizes]))
+    x = tf.random.stateless_normal([len(sizes), _NODES], seed=[seed, 3])
+
+    def body(i):
+        k = kids[i]
+        stack = tf.TensorArray(tf.int32, size=_NODES, element_shape=[], clear_after_read=False)
+        order = tf.TensorArray(tf.int32, size=_NODES, element_shape=[], clear_after_read=False)
+
+        def step(top, count, total, stack, order):
+            node, top = stack.read(top - 1), top - 1
+            order = order.write(count, node)
+            left, right = k[node, 0], k[node, 1]
+            stack, top = tf.cond(right >= 0, lambda: (stack.write(top, right), top + 1),
+                                 lambda: (stack, top))
+            stack, top = tf.cond(left >= 0, lambda: (stack.write(top, left), top + 1),
+                                 lambda: (stack, top))
+            return top, count + 1, total * 0.5 + x[i, node], stack, order
+
+        _, count, total, _, order = tf.while_loop(
+            lambda top, *_: top > 0, step, (1, 0, 0.0, stack.write(0, 0), order))
+        return order.stack(), count, total
+
+    testing.assert_matches_loop(body, len(sizes), graph=graph)

@@ -12,11 +12,8 @@ the rows back in order. Under XLA and inside an outer pfor, which need static sh
 every branch runs on all rows instead and each row keeps its own branch's outputs.
 
 A per-iteration tensor list (a TensorArray) enters each branch as a view of that
-branch's rows (loop_views.py): a row reads only in the branch it takes
-(``tf.cond(j >= 0, lambda: ta.read(j), ...)`` never reads index -1), and writes land
-in the branch's rows only. The branches run one after another, each given the list
-the one before passed on, so the list that comes out holds every row's own writes.
-A branch that grows such a list (rows would differ in length) is refused.
+branch's rows, so a row reads only in the branch it takes (``tf.cond(j >= 0, lambda:
+ta.read(j), ...)`` never reads index -1) and writes only there (branch_lists.py).
 
 Outputs whose shape may differ between rows (ragged in some branch, or of other sizes
 in different branches) leave the branches padded, with their sizes, and come out
@@ -25,21 +22,16 @@ ragged (ragged_branches.py).
 
 from __future__ import annotations
 
-import dataclasses
-
 import tensorflow as tf
 
 from pfor_core.extend import Decline, Invariant, Stacked
 
 _R = tf.raw_ops
 from pfor_controlflow import total_ops
-from pfor_controlflow.conditionals import optionals, ragged_branches
+from pfor_controlflow.conditionals import branch_lists, optionals, ragged_branches
 from pfor_controlflow.functions import (branch_functions, is_handle, scratch_graph,
                                         select_rows, stand_in, with_effects)
 from pfor_controlflow.lists import ragged_items
-from pfor_controlflow.lists import handles, plain
-from pfor_controlflow.lists.loop_views import ListView
-from pfor_controlflow.lists.with_lengths import ListWithLengths
 
 
 def branch_graphs(ctx):
@@ -161,33 +153,23 @@ class _Rows:
         if any(t.dtype == tf.resource for t in ctx.op.outputs):
             raise ValueError("a branch returns a resource")
         self.inputs = list(ctx.inputs[1:])
-        # Per-iteration tensor lists the branches use, by input: each branch sees it as
-        # a view of its rows (reads gather them, writes scatter into them), and writes
-        # pass from branch to branch (``current``) so every row keeps its own.
-        self.lists, self.current = {}, {}
-        # Per variant output that passes on a list input: that input.
-        self.passes = _passed_lists(graphs)
+        self.lists = branch_lists.BranchLists(ctx, graphs, self.inputs, masked=False)
         for k, value in enumerate(self.inputs):
-            if value.dtype == tf.variant and k in self.passes.values() and not value.is_stacked:
-                value = self.inputs[k] = Stacked(tensor=plain.stack_list(
-                    ctx, value, element_dtype=_list_dtype(graphs, k, value)))
+            if k in self.lists.lists:
+                continue
             if value.is_stacked and is_handle(value) and not isinstance(
                     value, optionals.SplitOptional):
                 # An optional that came another way (popped from a while loop's
                 # accumulator): the forward conditional's, so one part per branch.
                 parts = tuple(optionals.input_spec([g], k) for g in graphs)
                 if all(p is None for p in parts):
-                    if value.dtype == tf.variant and (
-                            k in self.passes.values() or _lists_used(graphs, k)):
-                        self.lists[k] = _ListInput(value, _list_dtype(graphs, k, value))
-                        self.current[k] = value.tensor
-                    elif any(g.inputs[k].consumers() for g in graphs):
+                    if any(g.inputs[k].consumers() for g in graphs):
                         raise ValueError("per-iteration tensor lists or resources cross "
                                          "the branches")
                     continue
                 self.inputs[k] = optionals.SplitOptional(tensor=value.tensor, parts=parts)
         # Per variant output, per branch: the spec of its optional (None: no value).
-        self.outputs = [None if j in self.passes else
+        self.outputs = [None if j in self.lists.passes else
                         [optionals.output_spec(g, j) for g in graphs]
                         if t.dtype == tf.variant else None
                         for j, t in enumerate(ctx.op.outputs)]
@@ -200,10 +182,8 @@ class _Rows:
         """The conditional's inputs for branch ``b``'s rows at ``positions``."""
         rows = []
         for k, value in enumerate(self.inputs):
-            if not value.is_stacked:
-                rows.append(value)
-            elif k in self.lists:
-                rows.append(self.lists[k].view(self.current[k], positions, self.ctx.n))
+            if not value.is_stacked or k in self.lists.lists:
+                rows.append(value)  # (lists: see ``given``)
             elif isinstance(value, optionals.SplitOptional):
                 rows.append(optionals.none() if value.parts[b] is None else optionals.wrap(
                     optionals.rows_of(c, positions) for c in value.part(b)))
@@ -211,14 +191,14 @@ class _Rows:
                 rows.append(optionals.none())  # read by no branch
             else:
                 rows.append(ragged_branches.rows_of(value, positions))
-        return rows
+        return self.lists.given(rows, rows=positions)
 
     def flatten(self, b, converted):
         """Branch ``b``'s outputs for its rows as a flat list of stacked tensors."""
         flat = []
         for j, specs in enumerate(self.outputs):
-            if j in self.passes:
-                continue  # (the lists: last, see ``handles``)
+            if j in self.lists.passes:
+                continue  # (the lists: last, see BranchLists.advance)
             if isinstance(converted.outputs[j], ragged_items.RaggedList):
                 raise Decline("a branch makes a tensor list of items whose shape differs "
                               "between iterations under a per-iteration predicate")
@@ -230,30 +210,13 @@ class _Rows:
                 flat.append(converted.stacked(j))
             elif specs[b] is not None:
                 flat.extend(optionals.components(converted.outputs[j], specs[b], converted.n))
-        for j in self.passes:
-            value = converted.outputs[j]
-            if not isinstance(value, ListView):
-                raise Decline("a branch replaces a per-iteration tensor list it was given "
-                              "(an op in it copied the list), under a per-iteration "
-                              "predicate")
-            flat.append(value.tensor)
-        return flat
-
-    def handles(self, flat):
-        """Branch ``b``'s flat outputs without its lists, which become the lists the
-        next branch is given."""
-        if not self.passes:
-            return flat
-        cut = len(flat) - len(self.passes)
-        for k, handle in zip(self.passes.values(), flat[cut:]):
-            self.current[k] = handle
-        return flat[:cut]
+        return flat + self.lists.handles_out(converted)
 
     def empty(self, b):
         """Branch ``b``'s flat outputs for no rows, or None without static shapes."""
         flat = []
         for j, (specs, t) in enumerate(zip(self.outputs, self.ctx.op.outputs)):
-            if j in self.passes:
+            if j in self.lists.passes:
                 continue
             pairs = [(t.dtype, t.shape)] if specs is None else (
                 [] if specs[b] is None else list(zip(*specs[b])))
@@ -265,15 +228,15 @@ class _Rows:
                 if not shape.is_fully_defined():
                     return None
                 flat.append(tf.zeros([0] + shape.as_list(), dtype))
-        return flat + [self.current[k] for k in self.passes.values()]
+        return flat + self.lists.unchanged()
 
     def assemble(self, positions, flats):
         """The outputs for all rows from every branch's flat outputs."""
         flats = [iter(f) for f in flats]
         out = []
         for j, (specs, t) in enumerate(zip(self.outputs, self.ctx.op.outputs)):
-            if j in self.passes:
-                out.append(self.lists[self.passes[j]].result(self.current[self.passes[j]]))
+            if j in self.lists.passes:
+                out.append(self.lists.result(j))
                 continue
             if j in self.forms:
                 pieces = [[next(f) for _ in range(ragged_branches.count(t.shape.rank))]
@@ -298,71 +261,6 @@ class _Rows:
         return out
 
 
-def _passed_lists(graphs) -> dict:
-    """Per variant output that every branch derives from the same tensor list input
-    (writes to it, or passes it on): that input. Other variant outputs (optionals,
-    lists a branch makes) are left out."""
-    sources = {}
-    for j in range(len(graphs[0].outputs)):
-        found = {handles.list_source(g, g.outputs[j]) for g in graphs}
-        if len(found) == 1 and None not in found:
-            sources[j] = found.pop()
-    if len(set(sources.values())) < len(sources):
-        raise ValueError("two outputs of the branches pass on the same tensor list")
-    return sources
-
-
-def _lists_used(graphs, k) -> bool:
-    """Whether a branch uses input ``k`` with a tensor list op."""
-    return any(c.type.startswith("TensorList") for g in graphs for c in g.inputs[k].consumers())
-
-
-def _list_dtype(graphs, k, value):
-    """The element dtype of tensor list input ``k``: as its ops in the branches read it,
-    else as its handle records it (None if neither)."""
-    pending = [g.inputs[k] for g in graphs]
-    while pending:
-        for consumer in pending.pop().consumers():
-            if "element_dtype" in consumer.node_def.attr:
-                return consumer.get_attr("element_dtype")
-            if consumer.type in handles.PASSING:
-                pending.append(consumer.outputs[0])
-    try:
-        return handles.element_dtype(value.tensor)
-    except ValueError:
-        return None
-
-
-class _ListInput:
-    """A per-iteration tensor list (elements ``[n, ...]``; a loop's view of it, or one
-    whose rows hold their own number of items) given to the branches of a conditional
-    whose predicate differs per iteration."""
-
-    def __init__(self, value, element_dtype):
-        if isinstance(value, ListView) and (value.mask is not None or value.reads is not None):
-            raise ValueError("a tensor list of a masked loop enters the branches")
-        if isinstance(value, ListWithLengths) and value.right_aligned:
-            raise ValueError("a tensor list whose rows' items are right-aligned (pushed "
-                             "in a loop) enters the branches")
-        self.value, self.element_dtype = value, element_dtype
-
-    def view(self, handle, positions, n):
-        """The list (``handle``: its latest version) as a branch converting the rows at
-        ``positions`` sees it."""
-        value = self.value
-        if isinstance(value, ListView):  # the loop's rows are some rows of the list
-            rows = positions if value.rows is None else tf.gather(value.rows, positions)
-            return dataclasses.replace(value, tensor=handle, rows=rows, partial=True,
-                                       element_dtype=self.element_dtype)
-        lengths = value.lengths if isinstance(value, ListWithLengths) else None
-        return ListView(tensor=handle, width=n, rows=positions, aligned=True, lengths=lengths,
-                        partial=True, element_dtype=self.element_dtype)
-
-    def result(self, handle):
-        """The list passed on by the conditional (``handle``: its last version)."""
-        return dataclasses.replace(self.value, tensor=handle)
-
-
 def _run_rows(ctx, plan, b, positions):
     """Branch ``b`` converted for the rows at ``positions``: flat stacked outputs."""
     def run():
@@ -378,11 +276,17 @@ def _run_rows(ctx, plan, b, positions):
 
 def _run_masked(ctx, graphs):
     """Every branch on all rows; each row keeps the outputs of the branch it takes."""
-    if any(v.is_stacked and is_handle(v) for v in ctx.inputs[1:]) or any(
-            t.dtype in (tf.variant, tf.resource) for t in ctx.op.outputs):
+    try:
+        lists = branch_lists.BranchLists(ctx, graphs, ctx.inputs[1:], masked=True)
+    except ValueError as err:
+        return ctx.decline(str(err))
+    if any(v.is_stacked and is_handle(v) and k not in lists.lists
+           for k, v in enumerate(ctx.inputs[1:])) or any(
+            t.dtype == tf.resource or t.dtype == tf.variant and j not in lists.passes
+            for j, t in enumerate(ctx.op.outputs)):
         where = "under XLA" if ctx.compiled else "inside an outer pfor"
-        return ctx.decline(f"a per-iteration predicate {where} with tensor lists, "
-                           "resources or gradient intermediates crossing the branches")
+        return ctx.decline(f"a per-iteration predicate {where} with resources or "
+                           "gradient intermediates crossing the branches")
     repeated = total_ops.effects(*graphs)
     if repeated:
         return ctx.decline(total_ops.refusal(ctx, "a conditional with a per-iteration "
@@ -390,11 +294,16 @@ def _run_masked(ctx, graphs):
     taken = _branch_of_rows(ctx, len(graphs))
     # Outputs of no static shape leave every branch as parts (ragged_branches.py).
     forms = {j: [None] * len(graphs) for j, t in enumerate(ctx.op.outputs) if _may_differ(t)}
-    outs = [_run_on_all_rows(ctx, graph, tf.equal(taken, b), forms, b)
+    # In order: a branch's writes to a list are in the list the next branch is given.
+    outs = [lists.advance(_run_on_all_rows(ctx, graph, tf.equal(taken, b), forms, b, lists))
             for b, graph in enumerate(graphs)]
     result = []
     for j, t in enumerate(ctx.op.outputs):
-        pieces = [o[j] for o in outs]
+        if j in lists.passes:
+            result.append(lists.result(j))
+            continue
+        j_out = j - sum(1 for p in lists.passes if p < j)  # (lists leave no piece)
+        pieces = [o[j_out] for o in outs]
         if j in forms and ragged_branches.needs_parts(forms[j]):
             if ctx.nested and not ragged_branches.static_sizes(pieces):
                 return ctx.decline("a per-iteration predicate inside an outer pfor with "
@@ -412,35 +321,42 @@ def _run_masked(ctx, graphs):
     return result
 
 
-def _run_on_all_rows(ctx, graph, takes, forms, b):
+def _run_on_all_rows(ctx, graph, takes, forms, b, lists):
     """A branch (``b``) converted for all rows, of which those where ``takes`` holds
     keep its outputs: stacked tensors, or the parts of those in ``forms`` (where the
-    branch's form of them is recorded). Unless every op of the branch gives a result
-    for any input, the other rows compute on the inputs of a row that takes it
-    (total_ops.stand_ins), and the branch runs only if some row takes it: a loop in it
-    could otherwise fail or run forever on inputs the branch never sees in the loop."""
+    branch's form of them is recorded), then the handles of the lists it passes on
+    (``lists``). Unless every op of the branch gives a result for any input, the other
+    rows compute on the inputs of a row that takes it (total_ops.stand_ins), and the
+    branch runs only if some row takes it: a loop in it could otherwise fail or run
+    forever on inputs the branch never sees in the loop."""
     def run(inputs):
         converted = ctx.convert_function(graph, inputs)
         outs = []
         for j, value in enumerate(converted.outputs):
+            if j in lists.passes:
+                continue
             if j in forms:
                 forms[j][b] = ragged_branches.Form.of(value)
                 outs.append(ragged_branches.parts(value, lambda _, j=j: converted.stacked(j)))
             else:
                 outs.append(converted.stacked(j))
+        outs += lists.handles_out(converted)
         return with_effects(outs, converted.side_effects)[:-1]
 
     if total_ops.total(graph):
-        return run(list(ctx.inputs[1:]))
+        return run(lists.given(ctx.inputs[1:], takes=takes))
     rows = total_ops.stand_ins(takes)
-    inputs = [ragged_branches.rows_of(v, rows) if v.is_stacked else v
-              for v in ctx.inputs[1:]]
-    shapes = [tf.TensorShape([ctx.n_static]).concatenate(t.shape) for t in ctx.op.outputs]
+    inputs = [ragged_branches.rows_of(v, rows) if v.is_stacked and k not in lists.lists
+              else v for k, v in enumerate(ctx.inputs[1:])]
+    inputs = lists.given(inputs, takes=takes, reads=rows)
+    kept = [t for j, t in enumerate(ctx.op.outputs) if j not in lists.passes]
+    shapes = [tf.TensorShape([ctx.n_static]).concatenate(t.shape) for t in kept]
     if not all(s[1:].is_fully_defined() for s in shapes):
         return run(inputs)
     zeros = [tf.zeros(tf.concat([tf.reshape(ctx.n, [1]), tf.constant(s[1:].as_list(), tf.int32)],
-                                0), t.dtype) for s, t in zip(shapes, ctx.op.outputs)]
-    outs = tf.cond(tf.reduce_any(takes), lambda: run(inputs), lambda: zeros)
+                                0), t.dtype) for s, t in zip(shapes, kept)]
+    outs = tf.cond(tf.reduce_any(takes), lambda: run(inputs),
+                   lambda: zeros + lists.unchanged())
     for out, shape in zip(outs, shapes):
         out.set_shape(shape)
     return outs
@@ -465,7 +381,8 @@ def convert_stacked_selector(ctx):
     positions = [tf.cast(tf.where(tf.equal(taken, b))[:, 0], tf.int32)
                  for b in range(len(graphs))]
     # In order: a branch's writes to a list are in the list the next branch is given.
-    flats = [plan.handles(_run_rows(ctx, plan, b, rows)) for b, rows in enumerate(positions)]
+    flats = [plan.lists.advance(_run_rows(ctx, plan, b, rows))
+             for b, rows in enumerate(positions)]
     return plan.assemble(positions, flats)
 
 

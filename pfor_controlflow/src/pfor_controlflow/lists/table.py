@@ -14,8 +14,8 @@ The TensorArray and stack ops are stateful: the walk asks their converters also 
 all inputs are invariant.
 """
 
-from pfor_controlflow.lists import (loop_views, per_row_items, plain, ragged_item_views,
-                                    ragged_items, stacks, tensor_arrays)
+from pfor_controlflow.lists import (fallback_rows, loop_views, per_row_items, plain,
+                                    ragged_item_views, ragged_items, stacks, tensor_arrays)
 from pfor_controlflow.lists.loop_views import ListView
 from pfor_controlflow.lists.ragged_item_views import RaggedListView
 from pfor_controlflow.lists.ragged_items import RaggedList
@@ -128,3 +128,4 @@ TABLE = (
 def register(registry):
     for op_types, fn, inputs, flags in TABLE:
         registry.add(op_types, fn, inputs=inputs, **flags)
+    registry.variant_form(fallback_rows.FORM)

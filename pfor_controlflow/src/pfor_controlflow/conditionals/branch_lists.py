@@ -1,0 +1,149 @@
+"""Per-iteration tensor lists (TensorArrays) in the branches of a conditional whose
+predicate differs per iteration.
+
+Each branch sees such a list as a view (loop_views.py) of the rows that take it:
+reads gather those rows, writes scatter into them, and a branch that grows the list
+is refused (rows would then differ in length). The branches run one after another,
+each given the list the one before passed on (``current``), so the list that comes
+out holds every row's own writes, and no list is copied. With a partition (the rows
+of each branch gathered) a branch's view names its rows; run masked (under XLA, in
+an outer pfor) it names the rows whose writes count, and the rows it computes for
+others read the items of the row they stand in for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+from pfor_core.extend import Decline, Stacked
+from pfor_controlflow.lists import handles, plain
+from pfor_controlflow.lists.loop_views import ListView
+from pfor_controlflow.lists.with_lengths import ListWithLengths
+
+
+class BranchLists:
+    """The tensor lists a conditional's branches use or pass on, by input, with the
+    latest version of each (``current``), and the outputs that pass them on."""
+
+    def __init__(self, ctx, graphs, inputs, masked: bool):
+        # Per variant output that every branch passes on from one list input: it.
+        self.passes = passed_lists(graphs)
+        self.masked, self.n = masked, ctx.n
+        self.lists, self.current = {}, {}
+        for k, value in enumerate(inputs):
+            if value.dtype != tf.variant:
+                continue
+            passed = k in self.passes.values()
+            if not (passed or value.is_stacked and _lists_used(graphs, k)):
+                continue
+            dtype = _list_dtype(graphs, k, value)
+            if not value.is_stacked:  # written in some rows: every row gets its own
+                value = Stacked(tensor=plain.stack_list(ctx, value, element_dtype=dtype))
+            _check(value, masked)
+            self.lists[k], self.current[k] = (value, dtype), value.tensor
+
+    def given(self, inputs, rows=None, takes=None, reads=None):
+        """``inputs`` with each list as the branch sees it: converting the rows at
+        ``rows``, or (masked) all rows, of which those where ``takes`` holds write and
+        each reads the items of its row in ``reads``."""
+        inputs = list(inputs)
+        for k, (value, dtype) in self.lists.items():
+            inputs[k] = self._view(value, dtype, self.current[k], rows, takes, reads)
+        return inputs
+
+    def _view(self, value, dtype, handle, rows, takes, reads):
+        if isinstance(value, ListView):
+            if takes is None:  # the loop's rows are some rows of the list
+                rows = rows if value.rows is None else tf.gather(value.rows, rows)
+                return dataclasses.replace(value, tensor=handle, rows=rows, partial=True,
+                                           element_dtype=dtype)
+            mask = takes if value.mask is None else tf.logical_and(value.mask, takes)
+            if reads is not None and value.reads is not None:
+                reads = tf.gather(value.reads, reads)
+            return dataclasses.replace(value, tensor=handle, mask=mask, partial=True,
+                                       element_dtype=dtype,
+                                       reads=value.reads if reads is None else reads)
+        lengths = value.lengths if isinstance(value, ListWithLengths) else None
+        return ListView(tensor=handle, width=self.n, rows=rows, mask=takes, reads=reads,
+                        aligned=True, lengths=lengths, partial=True, element_dtype=dtype)
+
+    def handles_out(self, converted) -> list[tf.Tensor]:
+        """The handles of the lists a converted branch passes on (in ``passes``'
+        order)."""
+        out = []
+        for j in self.passes:
+            value = converted.outputs[j]
+            if not isinstance(value, ListView):
+                raise Decline("a branch replaces a per-iteration tensor list it was given "
+                              "under a per-iteration predicate (it grows the list, or an op "
+                              "in it copies it); give the TensorArray a fixed size that "
+                              "covers every write (size=..., dynamic_size=False)")
+            out.append(value.tensor)
+        return out
+
+    def unchanged(self) -> list[tf.Tensor]:
+        """What a branch no row takes passes on: the lists as it was given them."""
+        return [self.current[k] for k in self.passes.values()]
+
+    def advance(self, flat):
+        """A branch's flat outputs without the list handles at their end, which become
+        the lists the next branch is given."""
+        if not self.passes:
+            return flat
+        cut = len(flat) - len(self.passes)
+        for k, handle in zip(self.passes.values(), flat[cut:]):
+            self.current[k] = handle
+        return flat[:cut]
+
+    def result(self, j):
+        """The conditional's output ``j`` (one in ``passes``), after every branch."""
+        k = self.passes[j]
+        return dataclasses.replace(self.lists[k][0], tensor=self.current[k])
+
+
+def _check(value, masked):
+    """Refuses (ValueError) a list whose form the views cannot take."""
+    if isinstance(value, ListWithLengths) and value.right_aligned:
+        raise ValueError("a tensor list whose rows' items are right-aligned (pushed in a "
+                         "loop) enters the branches")
+    if isinstance(value, ListView) and (
+            value.rows is not None if masked else value.mask is not None):
+        raise ValueError("a tensor list of a loop run the other way (masked or on its "
+                         "running rows) enters the branches")
+
+
+def passed_lists(graphs) -> dict:
+    """Per variant output that every branch derives from the same tensor list input
+    (writes to it, or passes it on): that input. Other variant outputs (optionals,
+    lists a branch makes) are left out."""
+    sources = {}
+    for j in range(len(graphs[0].outputs)):
+        found = {handles.list_source(g, g.outputs[j]) for g in graphs}
+        if len(found) == 1 and None not in found:
+            sources[j] = found.pop()
+    if len(set(sources.values())) < len(sources):
+        raise ValueError("two outputs of the branches pass on the same tensor list")
+    return sources
+
+
+def _lists_used(graphs, k) -> bool:
+    """Whether a branch uses input ``k`` with a tensor list op."""
+    return any(c.type.startswith("TensorList") for g in graphs for c in g.inputs[k].consumers())
+
+
+def _list_dtype(graphs, k, value):
+    """The element dtype of tensor list input ``k``: as its ops in the branches read it,
+    else as its handle records it (None if neither)."""
+    pending = [g.inputs[k] for g in graphs]
+    while pending:
+        for consumer in pending.pop().consumers():
+            if "element_dtype" in consumer.node_def.attr:
+                return consumer.get_attr("element_dtype")
+            if consumer.type in handles.PASSING:
+                pending.append(consumer.outputs[0])
+    try:
+        return handles.element_dtype(value.tensor)
+    except ValueError:
+        return None
