@@ -6,8 +6,10 @@ static is stacked through a ``TensorArray``; one whose shape the body does not k
 differ between iterations: its elements and shapes are collected, and it becomes a
 ragged value (padded). One whose rank the body does not know either (a
 ``tf.numpy_function`` without ``set_shape``) is collected with each iteration's rank as
-well, and becomes an ``Unranked`` value (whose ranks may differ too). The result is
-always right, only slow; ``explain`` and the ``fallback`` option report it.
+well, and becomes an ``Unranked`` value (whose ranks may differ too). A stacked variant
+(a tensor list) is sliced, and a variant output collected, as the pack that makes such
+values taught the registry (``PackRegistrar.variant_form``). The result is always
+right, only slow; ``explain`` and the ``fallback`` option report it.
 """
 
 from __future__ import annotations
