@@ -78,10 +78,12 @@ def test_boolean_mask():
 def test_gather_of_ragged_params_by_stacked_indices(data):
     """Ragged params (rows of their own lengths) by per-iteration indices: along the
     dimension that varies (checked against each iteration's size) or along one that
-    does not, with batch_dims, and with the indices of another rank."""
+    does not, with batch_dims, with the indices of another rank, and with the same
+    indices in every iteration."""
     n = data.draw(st.integers(1, MAX_N), label="n")
     lengths = data.draw(testing.lengths_strategy(n, 4), label="lengths")
     along_ragged = data.draw(st.booleans(), label="along the varying dimension")
+    same_index = data.draw(st.booleans(), label="the same indices in every iteration")
     batch_dims = data.draw(st.sampled_from([0, 1]), label="batch_dims")
     seed = data.draw(st.integers(0, 2**16), label="seed")
     rng = np.random.default_rng(seed)
@@ -94,14 +96,16 @@ def test_gather_of_ragged_params_by_stacked_indices(data):
 
     def body(i):
         params = tf.gather(xs, i)[:, :tf.gather(length_of, i)]  # [3, L_i]
-        if along_ragged:
-            index = tf.gather(picks, i) % tf.gather(length_of, i)  # [3, 2]
+        j = 0 if same_index else i
+        if along_ragged:  # (the same indices: inside the shortest row)
+            size = min(lengths[:n]) if same_index else tf.gather(length_of, i)
+            index = tf.gather(picks, j) % size  # [3, 2]
             return tf.gather(params, index if batch_dims else index[0], axis=1,
                              batch_dims=batch_dims)
-        index = tf.gather(picks, i)[:, 0] % 3  # [3]
+        index = tf.gather(picks, j)[:, 0] % 3  # [3]
         return tf.gather(params, index, axis=0)
 
-    check_rows(body, n)
+    check_rows(body, n)  # (nothing falls back)
 
 
 def test_gather_of_ragged_params_out_of_each_iterations_size_fails_like_the_loop():

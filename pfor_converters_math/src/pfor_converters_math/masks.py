@@ -104,7 +104,9 @@ def convert_gather_ragged_indices(ctx):
 
 def convert_gather_ragged_params(ctx):
     """GatherV2 of ragged params by stacked indices (e.g. a loop's rows of a ragged
-    value it reads from outside, inside an outer pfor): the batch dimensions must be
+    value it reads from outside, inside an outer pfor), or by the same indices in every
+    iteration (taken as stacked: each is checked against its own iteration's size, and
+    batch dimensions pair with each iteration's params): the batch dimensions must be
     one size in every iteration; indices into a dimension that varies are checked
     against each iteration's size (the padding would read zeros where the loop fails)."""
     params, _, axis = ctx.inputs
@@ -160,3 +162,4 @@ def register(registry):
     registry.add("GatherV2", convert_gather_ragged_indices, inputs="*RU")
     registry.add("GatherV2", convert_gather_ragged_indices, inputs="RRU")
     registry.add("GatherV2", convert_gather_ragged_params, inputs="RSU")
+    registry.add("GatherV2", convert_gather_ragged_params, inputs="RUU")
