@@ -22,8 +22,8 @@ Columns, side by side in one run (``_bench.compare``), each in a ``tf.function``
   the other benchmarks): the same cell per node, ``dy.esum`` of the roots, one forward.
 
 ``--grads`` measures per-example gradients of the sum of the root's h with respect
-to the weights instead: ``pf.per_example_gradients`` of the dag_map loss against a
-``tf.map_fn`` loop of tapes. Peak memory as in lstm_per_example.py. Run:
+to the weights instead: ``pf.per_example_gradients`` of the dag_map loss and of the
+node loop's against a ``tf.map_fn`` loop of tapes. Peak memory as in lstm_per_example.py. Run:
 
     .venv/bin/python benchmarks/tree_lstm.py [--batch 1 8 32 128 256] [--grads]
 """
@@ -141,6 +141,11 @@ class Model:
         return pf.per_example_gradients(self.loss_one, self.variables, x, kids,
                                         fallback="error")
 
+    def grads_node_loop(self, x, kids):
+        return pf.per_example_gradients(
+            lambda x, kids: tf.reduce_sum(self.node_loop_one(x, kids)), self.variables,
+            x, kids, fallback="error")
+
     def grads_loop(self, x, kids):
         def one(tree):
             with tf.GradientTape() as tape:
@@ -212,7 +217,8 @@ def main():
         kids = tf.RaggedTensor.from_row_lengths(np.concatenate(trees), lengths)
         if args.grads:
             fns = {"loop of tapes": tf.function(lambda: model.grads_loop(x, kids)),
-                   "dag_map": tf.function(lambda: model.grads_pfor(x, kids))}
+                   "dag_map": tf.function(lambda: model.grads_pfor(x, kids)),
+                   "node loop": tf.function(lambda: model.grads_node_loop(x, kids))}
             reference = "loop of tapes"
         else:
             parts = union(trees, xs)

@@ -1,6 +1,8 @@
 """tf.cond and tf.switch_case in the body: invariant and per-iteration selectors,
 branches of different layouts and costs, side effects, all without fallback."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import pfor_core as pf
 from pfor_core import testing
+from pfor_controlflow.loops import masking
 
 
 def _data(n, m=3, seed=0):
@@ -433,3 +436,35 @@ def test_a_depth_first_walk_with_a_tensor_array_stack_of_per_example_depth(sizes
         return order.stack(), count, total
 
     testing.assert_matches_loop(body, len(sizes), graph=graph)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@settings(deadline=None, max_examples=6)
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=4), plain_else=st.booleans())
+def test_per_example_gradients_of_a_loop_of_per_example_length_with_a_per_step_cond(
+        masked, lengths, plain_else):
+    """Each step of a loop of the example's own length takes a branch by its input: the
+    forward loop pushes every step's branch intermediates (each row its own branch's)
+    and the gradient loop pops them, each row its own (no fallback)."""
+    x = tf.random.stateless_normal([len(lengths), 5, 3], seed=[3, len(lengths)])
+    w = tf.Variable(tf.random.stateless_normal([3, 3], seed=[3, 9]) * 0.5)
+
+    def loss(xi, n):
+        def step(t, h):
+            other = (lambda: h) if plain_else else (lambda: h * tf.sin(xi[t]))
+            return t + 1, tf.cond(xi[t, 0] > 0,
+                                  lambda: tf.tanh(tf.linalg.matvec(w, xi[t] + h)), other)
+        return tf.reduce_sum(tf.while_loop(lambda t, h: t < n, step, (0, tf.ones([3])))[1] ** 2)
+
+    @tf.function
+    def want(xi, n):
+        with tf.GradientTape() as tape:
+            value = loss(xi, n)
+        return tape.gradient(value, w, unconnected_gradients="zero")
+
+    with mock.patch.object(masking, "pays", lambda loop: masked):
+        got = tf.function(lambda x, n: pf.per_example_gradients(
+            loss, [w], (x, n), fallback="error"))(x, tf.constant(lengths))[0]
+    for j, n in enumerate(lengths):
+        testing.assert_allclose(got[j], want(x[j], tf.constant(n)), rtol=1e-5, atol=1e-6,
+                                what=f"example {j}")

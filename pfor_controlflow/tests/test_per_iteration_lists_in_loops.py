@@ -245,3 +245,80 @@ def test_a_whole_read_of_items_pushed_for_per_iteration_steps_is_ragged(read, ca
             got = testing.assert_matches_loop(body, 4, ragged=True, modes=case_modes)
         per_item = 1 if read == "stack" else 2  # (concat: an item's two values)
         assert got.row_lengths().numpy().tolist() == [s * per_item for s in steps_of]
+
+
+def _tree(sizes):
+    """Children [2k-1, 2] (-1: none) of a binary tree in post-order whose left
+    subtrees have the leaf counts ``sizes`` draws (root last)."""
+    def build(leaves, draws):
+        if leaves == 1:
+            return [(-1, -1)]
+        split = 1 + next(draws) % (leaves - 1)
+        left, right = build(split, draws), build(leaves - split, draws)
+        shift = len(left)
+        right = [(a + shift if a >= 0 else -1, b + shift if b >= 0 else -1) for a, b in right]
+        return left + right + [(len(left) - 1, len(left) + len(right) - 1)]
+    leaves, *draws = sizes
+    return np.array(build(leaves, iter(draws + [0] * leaves)), np.int32)
+
+
+def _pushes(graph, shape):
+    """The TensorListPushBack items of ``shape`` in ``graph`` and the functions it calls."""
+    found, library = [], {f.name: f for f in graph._functions.values()}  # pylint: disable=protected-access
+    graphs = [graph] + [f.graph for f in library.values() if hasattr(f, "graph")]
+    for g in graphs:
+        found += [op for op in g.get_operations() if op.type == "TensorListPushBack"
+                  and op.inputs[1].shape.as_list() == shape]
+    return found
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@settings(max_examples=6, deadline=None)
+@given(trees=st.lists(st.lists(st.integers(1, 9), min_size=1, max_size=10), min_size=1,
+                      max_size=4))
+def test_per_example_gradients_of_a_node_loop_over_trees_of_their_own_size(masked, trees):
+    """A tree's nodes in post-order, one loop step per node reading its children's
+    states back from a TensorArray of the tree's size at per-row positions: per-example
+    gradients over ragged rows of trees (the gradient loop adds each read's gradient,
+    a list of the row's size, to the list it carries) with no fallback; the weights
+    the loop reads are accumulated once for all rows, not per row."""
+    kids = [_tree(t) for t in trees]
+    x = tf.RaggedTensor.from_row_lengths(
+        tf.random.stateless_normal([sum(len(k) for k in kids), 3], seed=[7, len(kids)]),
+        [len(k) for k in kids])
+    kids = tf.ragged.constant(kids, ragged_rank=1, dtype=tf.int32)
+    w = tf.Variable(tf.random.stateless_normal([3, 3], seed=[7, 1]) * 0.5)
+    u = tf.Variable(tf.random.stateless_normal([3, 3], seed=[7, 2]) * 0.5)
+
+    def loss(xi, ki):
+        n = tf.shape(ki)[0]
+        states = tf.TensorArray(tf.float32, size=n, element_shape=[3], clear_after_read=False)
+
+        def step(t, states):
+            def child(j):
+                return tf.where(j >= 0, states.read(tf.maximum(j, 0)), tf.zeros([3]))
+            h = tf.tanh(tf.linalg.matvec(w, xi[t], transpose_a=True) + tf.linalg.matvec(
+                u, child(ki[t, 0]) + child(ki[t, 1]), transpose_a=True))
+            return t + 1, states.write(t, h)
+
+        _, states = tf.while_loop(lambda t, s: t < n, step, (0, states))
+        return tf.reduce_sum(states.read(n - 1) ** 2)
+
+    @tf.function
+    def got_fn(x, kids):
+        return pf.per_example_gradients(loss, [w, u], (x, kids), fallback="error")
+
+    @tf.function
+    def want_fn(xi, ki):
+        with tf.GradientTape() as tape:
+            value = loss(xi, ki)
+        return tape.gradient(value, [w, u])
+
+    with _strategy(masked):
+        got = got_fn(x, kids)
+        graph = got_fn.get_concrete_function(x, kids).graph
+    for j in range(kids.nrows()):
+        for g, want in zip(got, want_fn(x[j], kids[j])):
+            testing.assert_allclose(g[j], want, rtol=1e-5, atol=1e-6, what=f"tree {j}")
+    assert not _pushes(graph, [None, 3, 3]) and not _pushes(graph, [len(trees), 3, 3])
+    assert _pushes(graph, [3, 3])

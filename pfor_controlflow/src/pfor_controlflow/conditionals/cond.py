@@ -32,6 +32,7 @@ from pfor_controlflow.conditionals import branch_lists, optionals, ragged_branch
 from pfor_controlflow.functions import (branch_functions, is_handle, scratch_graph,
                                         select_rows, stand_in, with_effects)
 from pfor_controlflow.lists import ragged_items
+from pfor_controlflow.split_optional import input_spec, output_spec
 
 
 def branch_graphs(ctx):
@@ -161,7 +162,7 @@ class _Rows:
                     value, optionals.SplitOptional):
                 # An optional that came another way (popped from a while loop's
                 # accumulator): the forward conditional's, so one part per branch.
-                parts = tuple(optionals.input_spec([g], k) for g in graphs)
+                parts = tuple(input_spec([g], k) for g in graphs)
                 if all(p is None for p in parts):
                     if any(g.inputs[k].consumers() for g in graphs):
                         raise ValueError("per-iteration tensor lists or resources cross "
@@ -170,7 +171,7 @@ class _Rows:
                 self.inputs[k] = optionals.SplitOptional(tensor=value.tensor, parts=parts)
         # Per variant output, per branch: the spec of its optional (None: no value).
         self.outputs = [None if j in self.lists.passes else
-                        [optionals.output_spec(g, j) for g in graphs]
+                        [output_spec(g, j) for g in graphs]
                         if t.dtype == tf.variant else None
                         for j, t in enumerate(ctx.op.outputs)]
         # Per output of no static shape, per branch: how the branch gave it (its rows

@@ -25,7 +25,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from pfor_core.extend import Invariant, Ragged, Stacked
-from pfor_controlflow.split_optional import SplitOptional, encoded, sized, stacked_shape
+from pfor_controlflow.split_optional import (SplitOptional, encoded, output_spec, sized,
+                                             stacked_shape)
 
 _R = tf.raw_ops
 
@@ -82,34 +83,6 @@ def stacked_form(value, graph, j, n) -> tf.Tensor:
     if spec is None:
         return value.tensor  # no value in any row
     return wrap(components(value, spec, n)).tensor
-
-
-def output_spec(graph, j):
-    """(dtypes, shapes) of the components of a branch's optional output ``j``, or
-    None for an OptionalNone; raises ValueError for other variants."""
-    op = _producer(graph.outputs[j])
-    if op.type == "OptionalNone":
-        return None
-    if op.type != "OptionalFromValue":
-        raise ValueError(f"output {j} is a variant other than an optional")
-    spec = [t.dtype for t in op.inputs], [t.shape for t in op.inputs]
-    encoded(spec)  # (raises for intermediates of unknown rank)
-    return spec
-
-
-def input_spec(graphs, k):
-    """(dtypes, shapes) an optional input ``k`` is read with by the branches, or None
-    if no branch reads it as an optional."""
-    for graph in graphs:
-        pending = [graph.inputs[k]]
-        while pending:
-            for consumer in pending.pop().consumers():
-                if consumer.type == "Identity":
-                    pending.append(consumer.outputs[0])
-                elif consumer.type == "OptionalGetValue":
-                    return (list(consumer.get_attr("output_types")),
-                            [tf.TensorShape(s) for s in consumer.get_attr("output_shapes")])
-    return None
 
 
 def components(value, spec, n) -> list[tf.Tensor]:

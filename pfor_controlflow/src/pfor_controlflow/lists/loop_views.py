@@ -8,8 +8,12 @@ says which rows the body's iterations are (``rows``) or which rows' writes count
 rows, writes scatter them into a whole element. Pushes land at the same position for
 every active row (they all started together), so a row's items stay in order; the
 loop converter right-aligns each row's items afterwards, so that the gradient loop
-(which pops) finds every row's last item at the end. Other converters get the view
-materialized: a plain stacked list of the rows being converted (a copy, for reading).
+(which pops) finds every row's last item at the end. A conditional's intermediates
+(split optionals, which a gradient loop pops for the gradient conditional) are pushed
+as optionals of whole components, moved component by component when right-aligned. A
+gradient loop's AddN of a read's gradient (a list of the rows) adds into the view.
+Other converters get the view materialized: a plain stacked list of the rows being
+converted (a copy, for reading).
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ import tensorflow as tf
 from tensorflow.python.ops import handle_data_util
 
 from pfor_core.extend import ConversionError, Decline, Invariant, Ragged, Stacked, View
+from pfor_controlflow.lists import handles
 from pfor_controlflow.lists.with_lengths import ListWithLengths, within_rows
+from pfor_controlflow.split_optional import (SplitOptional, every, held, made_parts,
+                                             read_parts, rebuilt, same_parts, stacked_shape)
 
 _R = tf.raw_ops
 
@@ -155,17 +162,33 @@ def convert_push_back(ctx):
     view = _view(ctx)
     if view is None:
         return ctx.decline("not a list seen by a loop over some iterations")
-    if ctx.inputs[1].dtype == tf.variant:
-        return ctx.decline("a tensor list or optional (a conditional's intermediates) "
-                           "pushed in a loop with per-iteration trip counts")
+    item = ctx.inputs[1]
+    if item.dtype == tf.variant:
+        return _push_optional(ctx, view, item)
     if view.partial:
         return _grown(ctx)
-    item = ctx.inputs[1]
     if isinstance(item, Ragged):
         if not view.padded_items:
             return ctx.decline("an item whose shape differs between iterations")
         item = Stacked(tensor=item.padded)  # (zero padding: see trip_counts.run_masked)
     whole = _merge(view, ctx.stack(item), None)
+    return view.again(_R.TensorListPushBack(input_handle=view.tensor, tensor=whole))
+
+
+def _push_optional(ctx, view, item):
+    """A push of a conditional's intermediates (a split optional of the rows being
+    converted): one optional of whole components, zeros in the rows not converted."""
+    if not isinstance(item, SplitOptional) or any(
+            d == tf.variant for d, _ in every(item.parts)) or not same_parts(
+                made_parts(ctx.op.inputs[1]), item.parts):  # (right-aligned by those)
+        return ctx.decline(
+            "a tensor list, or an optional holding one, pushed in a loop with "
+            "per-iteration trip counts (a gradient's record of a tf.cond that reads a "
+            "TensorArray: read it outside the conditional, e.g. tf.where(j >= 0, "
+            "ta.read(tf.maximum(j, 0)), zeros))")
+    if view.partial:
+        return _grown(ctx)
+    whole = rebuilt([_merge(view, c, None) for c in held(item.tensor, item.parts)])
     return view.again(_R.TensorListPushBack(input_handle=view.tensor, tensor=whole))
 
 
@@ -176,6 +199,10 @@ def convert_pop_back(ctx):
     handle, element = _R.TensorListPopBack(
         input_handle=view.tensor, element_shape=tf.constant(-1, tf.int32),
         element_dtype=ctx.attr("element_dtype"))
+    parts = read_parts(ctx.op.outputs[1]) if ctx.attr("element_dtype") == tf.variant else None
+    if parts is not None:  # a conditional's intermediates, for the gradient conditional
+        return [view.again(handle), SplitOptional(tensor=rebuilt(
+            [_rows_of(view, c) for c in held(element, parts)]), parts=parts)]
     return [view.again(handle), Stacked(tensor=_rows_of(view, element))]
 
 
@@ -272,6 +299,62 @@ def convert_set_item_at_rows(ctx):
         input_handle=view.tensor, tensor=elements, indices=written))
 
 
+def convert_add_lists(ctx):
+    """AddN of the list a loop over some rows sees and lists of those rows (a gradient
+    loop adds the gradient of a read, a list it made for its rows, to the gradient of
+    the list it carries): the other lists' items put in the view's rows of whole
+    elements (zeros past their ends: lists add up only where rows' lengths agree, so
+    a row's items are all there) and added; the view keeps its length."""
+    views = [v for v in ctx.inputs if isinstance(v, ListView)]
+    if not views or ctx.op.outputs[0].dtype != tf.variant:
+        return ctx.decline("no list seen by a loop over some iterations")
+    view, dtype = views[0], handles.summed_dtype(ctx)
+    if dtype is None:
+        return ctx.decline("the lists' element dtype is not known here")
+    if any(v.rows is not view.rows or v.mask is not view.mask for v in views):
+        return ctx.decline("lists seen by different loops")
+    if any((isinstance(v, View) and not isinstance(v, ListView))
+           or (isinstance(v, ListWithLengths) and v.right_aligned) for v in ctx.inputs):
+        return ctx.decline("a list of another special layout")
+    whole = _items(view.tensor, dtype)  # [L, width, ...]
+    total = whole
+    first = next(j for j, v in enumerate(ctx.inputs) if v is view)
+    for value in ctx.inputs[:first] + ctx.inputs[first + 1:]:
+        items = _items(value.tensor, dtype)
+        if not isinstance(value, ListView):  # [L', m, ...] or, invariant, [L', ...]
+            if not value.is_stacked:
+                rows = tf.size(view.rows) if view.rows is not None else view.width
+                items = tf.broadcast_to(items[:, None], tf.concat(
+                    [tf.shape(items)[:1], tf.reshape(tf.cast(rows, tf.int32), [1]),
+                     tf.shape(items)[1:]], 0))
+            if view.rows is not None:
+                items = swap01(tf.scatter_nd(view.rows[:, None], swap01(items),
+                                              _swap01_shape(tf.shape(items), view.width)))
+        pad = tf.shape(whole)[0] - tf.shape(items)[0]
+        total += tf.pad(items, tf.concat([[[0, pad]], tf.zeros([items.shape.rank - 1, 2],
+                                                               tf.int32)], 0))
+    return view.again(_R.TensorListFromTensor(
+        tensor=total, element_shape=_R.TensorListElementShape(input_handle=view.tensor,
+                                                               shape_type=tf.int32)))
+
+
+def _items(handle, dtype) -> tf.Tensor:
+    """All items of a stacked list (unset ones as zeros of its element shape)."""
+    shape = _R.TensorListElementShape(input_handle=handle, shape_type=tf.int32)
+    return _R.TensorListStack(input_handle=handle, element_shape=shape, element_dtype=dtype)
+
+
+def swap01(x):
+    """Swap the first two axes: ``[T, n, ...] <-> [n, T, ...]``."""
+    return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
+
+
+def _swap01_shape(shape, width):
+    """The shape ``[width, length, ...]`` of items ``shape`` (``[length, m, ...]``)
+    scattered into ``width`` rows."""
+    return tf.concat([tf.reshape(tf.cast(width, tf.int32), [1]), shape[:1], shape[2:]], 0)
+
+
 def convert_resize(ctx):
     """A resize that only grows the list (what a converted write past the end emits):
     every row still running grows to the same size, the others keep their items."""
@@ -325,11 +408,31 @@ def view_length(ctx, view):
         "iteration there. Keep a counter as a loop variable instead.")
 
 
-def right_align(handle, lengths, dtype) -> tf.Tensor:
-    """The list with each row's ``lengths[j]`` items moved to the end (zeros before)."""
+def right_align(handle, lengths, dtype, parts=None) -> tf.Tensor:
+    """The list with each row's ``lengths[j]`` items moved to the end (zeros before);
+    ``parts``: those of the split optionals it holds (a conditional's intermediates),
+    whose components move."""
+    if parts is not None:
+        return _right_align_optionals(handle, lengths, parts)
     shape = _R.TensorListElementShape(input_handle=handle, shape_type=tf.int32)
     whole = _R.TensorListStack(input_handle=handle, element_shape=shape, element_dtype=dtype)
     return _R.TensorListFromTensor(tensor=right_align_items(whole, lengths), element_shape=shape)
+
+
+def _right_align_optionals(handle, lengths, parts) -> tf.Tensor:
+    spec = every(parts)
+    if not spec:
+        return handle  # (no branch has intermediates: every item is empty)
+    items = _R.TensorListStack(input_handle=handle, element_shape=tf.constant([], tf.int32),
+                               element_dtype=tf.variant)
+
+    def moved():
+        components = tf.map_fn(lambda o: held(o, parts), items, fn_output_signature=[
+            tf.TensorSpec(stacked_shape(d, s), d) for d, s in spec])
+        return tf.map_fn(rebuilt, [right_align_items(c, lengths) for c in components],
+                         fn_output_signature=tf.TensorSpec([], tf.variant))
+    items = tf.cond(tf.size(items) > 0, moved, lambda: items)
+    return _R.TensorListFromTensor(tensor=items, element_shape=tf.constant([], tf.int32))
 
 
 def right_align_items(whole, lengths) -> tf.Tensor:

@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Invariant, Stacked
 from pfor_controlflow.lists import handles, loop_views
-from pfor_controlflow.lists.loop_views import right_align_items
+from pfor_controlflow.lists.loop_views import right_align_items, swap01
 from pfor_controlflow.lists.ragged_items import (PaddedItems, RaggedList, as_ragged_list,
                                                  fits_element, item_parts, known_counts,
                                                  read_item, stack_items)
@@ -362,7 +362,7 @@ def convert_ragged_view_add_lists(ctx):
         wholes.append(tuple(
             tf.transpose(_scatter(tf.zeros(tf.concat([_whole(view), tf.shape(x)[:1],
                                                       tf.shape(x)[2:]], 0), x.dtype),
-                                  at, _swap01(x)), [1, 0] + list(range(2, x.shape.rank)))
+                                  at, swap01(x)), [1, 0] + list(range(2, x.shape.rank)))
             for x in (items, sizes)))
     count = tf.reduce_max(tf.stack([tf.shape(items)[0] for items, _ in wholes]))
     dims = tf.reduce_max(tf.stack([tf.shape(items, out_type=tf.int32)[2:]
@@ -373,10 +373,6 @@ def convert_ragged_view_add_lists(ctx):
                                     for _, s in wholes]), 0)
     return view.again(_R.TensorListFromTensor(tensor=items, element_shape=-1),
                       _R.TensorListFromTensor(tensor=sizes, element_shape=_sizes_element(view)))
-
-
-def _swap01(x):
-    return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
 
 
 def convert_ragged_view_length(ctx):

@@ -594,6 +594,13 @@ def convert_reserve_rows(ctx):
     each row's list, all unset (an unset item reads as zeros of its sizes, zero)."""
     if not ctx.in_body_loop:  # a list made once per iteration: per_row_items.py
         raise Decline("a list of per-iteration size outside a loop of the body")
+    if not ctx.inputs[0].is_stacked and all(
+            item.shape.is_fully_defined() for item in written_items(ctx.op)) and not any(
+            op.type == "TensorListResize" for op in ctx.op.graph.get_operations()):
+        # One element shape and items alike: a plain list with lengths (plain.py), where
+        # the body resizes no list (the gradient of a TensorArray that grew, whose rows'
+        # counts change: kept here).
+        raise Decline("a list of plain items")
     return reserved_rows(ctx, tf.cast(ctx.stacked(1), tf.int32))
 
 

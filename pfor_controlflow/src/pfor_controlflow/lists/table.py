@@ -105,6 +105,7 @@ TABLE = (
 
     # -- generic ops on list handles (a gradient sums lists and makes zero lists)
     ("AddN", plain.convert_add_lists, None, PLAIN),
+    ("AddN", loop_views.convert_add_lists, "*...", LIST_VIEW),
     ("AddN", ragged_items.convert_ragged_add_lists, "*...", RAGGED_LIST),
     # (ahead of convert_ragged_add_lists for a sum of both kinds, which only it takes)
     ("AddN", ragged_item_views.convert_ragged_view_add_lists, "*...", RAGGED_VIEW | FIRST),

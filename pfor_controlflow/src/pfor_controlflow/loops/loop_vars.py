@@ -9,10 +9,12 @@ import tensorflow as tf
 from tensorflow.python.ops import array_ops, handle_data_util
 
 from pfor_core.extend import ConversionError, Invariant, Ragged, Stacked
-from pfor_controlflow.functions import branch_functions
+from pfor_controlflow import total_ops
+from pfor_controlflow.functions import branch_functions, function_graph
 from pfor_controlflow.lists import handles, ragged_items
 from pfor_controlflow.lists.loop_views import ListView, grows_only
 from pfor_controlflow.lists.with_lengths import ListWithLengths
+from pfor_controlflow.split_optional import made_parts
 
 
 class Loop:
@@ -311,6 +313,17 @@ def pushed_by(body, k):
     return out.op.get_attr("element_dtype") if out.op.type == "TensorListPushBack" else None
 
 
+def pushed_parts(body, k):
+    """The parts of the split optionals (a conditional's intermediates) the body
+    pushes onto tensor list ``k``, or None."""
+    out = body.outputs[k]
+    while out.op.type == "Identity":
+        out = out.op.inputs[0]
+    if out.op.type != "TensorListPushBack" or out.op.inputs[1].dtype != tf.variant:
+        return None
+    return made_parts(out.op.inputs[1])
+
+
 def pushes_per_step(body, k):
     """How many items each step of ``body`` pushes onto tensor list ``k``: the length of
     the chain of TensorListPushBack from input ``k`` to output ``k``, None otherwise."""
@@ -356,6 +369,15 @@ def _changes(out, source, found: set) -> bool:
                 return False
             out = op.inputs[1 + k]
             continue
+        elif op.type == "AddN":
+            # Lists add up item by item only where their lengths agree (else the op
+            # raises), so the sum is as long as the summand that comes from ``source``.
+            for t in op.inputs:
+                own = set()
+                if _changes(t, source, own):
+                    found |= own
+                    return True
+            return False
         elif op.type != "Identity":
             return False
         out = op.inputs[0]
@@ -396,6 +418,72 @@ def _popped_through(body, k) -> bool:
         if out.op.type not in ("Identity", "TensorListPopBack") or out.value_index != 0:
             return False
         out = out.op.inputs[0]
+    return True
+
+
+def same_items(loop, k) -> bool:
+    """Whether tensor list ``k``, invariant where it enters a loop with per-iteration
+    trip counts, stays one list for all rows: each step pushes the same value for every
+    row (made from what the loop reads from outside only; a gradient loop's accumulator
+    of a weight or a shape) and only loops that pop it read the result, or the loop
+    only pops it (every running row pops the same item) and nothing reads the result.
+    Rows then hold their own numbers of the same items, which only pops can tell."""
+    ctx, body = loop.ctx, loop.body
+    if k not in loop.carried or type(loop.inputs[k]) is not Invariant:
+        return False
+    change = length_change(body, k)
+    if change == "pops":
+        return _unread(ctx.op.outputs[k])
+    if change != "pushes" or pushes_per_step(body, k) != 1:
+        return False
+    out = body.outputs[k]
+    while out.op.type == "Identity":
+        out = out.op.inputs[0]
+    return (_step_independent(body, out.op.inputs[1], [body.inputs[j] for j in loop.carried])
+            and _only_popped_by_loops(ctx.op.outputs[k]))
+
+
+def _step_independent(body, tensor, carried) -> bool:
+    """Whether ``tensor`` of ``body`` has the same value in every step: it depends on
+    no carried variable (but the element shape of a list the loop carries, and the
+    length of one it writes in place), and on no effect but reads of variables the
+    body does not write."""
+    reads, pending, seen = False, [tensor.op], set()
+    carried = {t.ref() for t in carried}
+    while pending:
+        op = pending.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        if op.type in ("TensorListElementShape", "TensorListLength"):
+            j = handles.list_source(body, op.inputs[0])
+            if j is not None and handles.list_source(body, body.outputs[j]) == j and (
+                    op.type == "TensorListElementShape" or length_change(body, j) == "same"):
+                continue
+        if any(t.ref() in carried for t in op.outputs):
+            return False
+        if op._is_stateful:  # pylint: disable=protected-access
+            if op.type != "ReadVariableOp":
+                return False
+            reads = True
+        pending.extend(t.op for t in op.inputs)
+    return not reads or all(e == "Assert" for e in total_ops.effects(body))
+
+
+def _unread(tensor) -> bool:
+    """Whether no op but an Identity that nothing reads reads ``tensor``."""
+    return all(op.type == "Identity" and _unread(op.outputs[0]) for op in tensor.consumers())
+
+
+def _only_popped_by_loops(tensor) -> bool:
+    """Whether every op that reads list ``tensor`` is a while loop that only pops it."""
+    for op in tensor.consumers():
+        if op.type not in ("While", "StatelessWhile"):
+            return False
+        body = function_graph(op, op.get_attr("body").name)
+        if body is None or not all(_only_popped(body, j) for j, t in enumerate(op.inputs)
+                                   if t is tensor):
+            return False
     return True
 
 

@@ -16,7 +16,9 @@ finished rows.
 Either way an invariant variable can end differently per iteration (e.g. the step
 counter): its value when each iteration finishes becomes the loop's stacked output.
 Tensor lists stay whole (see loop_views.py; lists of ragged items: ragged_item_views.py)
-and are right-aligned at the end when the body pushes to them.
+and are right-aligned at the end when the body pushes to them; a list every step pushes
+the same value onto for all rows (a gradient's record of a weight or a shape), or that
+the loop only pops, stays one invariant list (loop_vars.same_items).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from pfor_controlflow.lists.loop_views import ListView, right_align
 from pfor_controlflow.lists.with_lengths import ListWithLengths
 from pfor_controlflow.loops import deferred_sums, masking, row_views
 from pfor_controlflow.loops.loop_vars import (carried_out, length_change, list_dtypes,
-                                              list_out, pushed_by, pushes_per_step,
+                                              list_out, pushed_by, pushed_parts,
+                                              pushes_per_step,
                                               ragged_value, stack_value, starts_empty,
                                               written_shape)
 from pfor_controlflow.loops.row_views import RowView
@@ -55,7 +58,10 @@ class _Kinds:
                         and (type(v) in (Stacked, Invariant) or (
                             isinstance(v, ragged_items.RaggedList) and v.counts is None))
                         and self.change.get(k, "same") in ("same", "pushes", "writes")}
-        self.changing = [k for k in loop.carried if not loop.stacked[k]]
+        self.changing = [k for k in loop.carried if not loop.stacked[k] and not variant[k]]
+        # Lists of the same items for all rows (loop_vars.same_items): carried as they
+        # are, invariant after the loop.
+        self.same = [k for k in loop.carried if not loop.stacked[k] and variant[k]]
         # Per-iteration values read from outside the loop: compacted with the rows,
         # or seen through a row view where the body reads one item of them.
         outside = [k for k, p in enumerate(loop.passed)
@@ -212,7 +218,7 @@ class _Subset:
                       + [tf.gather(loop.inputs[k].tensor, self.rows) for k in kinds.outside])
         self.finished = _Finished(loop, kinds)
 
-    def layouts(self, rows, carry, lists, changing):
+    def layouts(self, rows, carry, lists, changing, same):
         """The layout values the body and condition see on the running ``rows``."""
         loop, kinds = self.loop, self.kinds
         values = [_list_view(loop, kinds, k, v, rows)
@@ -223,7 +229,7 @@ class _Subset:
                          else Stacked(tensor=value))
         for k, handle in zip(kinds.lists, lists):
             values[k] = _list_view(loop, kinds, k, handle, rows)
-        for k, value in zip(kinds.changing, changing):
+        for k, value in zip(kinds.changing + kinds.same, changing + same):
             values[k] = Invariant(tensor=value)
         for k in self.deferred:
             values[k] = self.init[k]  # unread: only its sum reads it
@@ -233,11 +239,12 @@ class _Subset:
             values[k] = ragged_rows(loop.inputs[k], rows)
         return values
 
-    def body(self, step, rows, carry, lists, changing, arrays, steps):
+    def body(self, step, rows, carry, lists, changing, same, arrays, steps):
         """One step on the running rows: the body, the condition, the rows that finish
         set aside, and the rest compacted."""
         loop, kinds, ctx = self.loop, self.kinds, self.ctx
-        converted = ctx.convert_function(loop.body, self.layouts(rows, carry, lists, changing),
+        converted = ctx.convert_function(loop.body,
+                                         self.layouts(rows, carry, lists, changing, same),
                                          positions=rows, outputs=self.outputs)
         base = len(loop.body.outputs)
         steps = self.row_steps.record(steps, step, rows, [converted.stacked(base + j)
@@ -246,7 +253,8 @@ class _Subset:
                  + carry[len(kinds.rows):])
         lists = [_list_carry(loop, converted, k) for k in kinds.lists]
         changing = [carried_out(loop, converted, k) for k in kinds.changing]
-        check = ctx.convert_function(loop.cond, self.layouts(rows, carry, lists, changing),
+        same = [carried_out(loop, converted, k) for k in kinds.same]
+        check = ctx.convert_function(loop.cond, self.layouts(rows, carry, lists, changing, same),
                                      positions=rows)
         still = with_effects([truth(check.stacked(0))], _effects(converted, check))[0]
         done = tf.logical_not(still)
@@ -255,7 +263,7 @@ class _Subset:
         kept = [rows] + carry
         kept = tf.cond(tf.reduce_any(done), lambda: [tf.gather(t, _where(still)) for t in kept],
                        lambda: kept)
-        return step + 1, kept[0], kept[1:], lists, changing, arrays, steps
+        return step + 1, kept[0], kept[1:], lists, changing, same, arrays, steps
 
     def _record(self, arrays, step, rows, carry, lists, changing, done):
         """``arrays`` with the rows that finish in this step and their final values."""
@@ -276,17 +284,19 @@ class _Subset:
                    for k in kinds.rows + kinds.outside],
                   [loop.shape_of(k) for k in kinds.lists],
                   [loop.body.inputs[k].shape for k in kinds.changing],
+                  [loop.body.inputs[k].shape for k in kinds.same],
                   [tf.TensorShape([]) for _ in arrays],  # TensorArrays: their flows
                   [tf.TensorShape([]) for _ in steps])
         start = (tf.constant(0), self.rows, self.carry, [init[k] for k in kinds.lists],
-                 [init[k] for k in kinds.changing], arrays, steps)
-        count, _, _, lists, _, arrays, steps = tf.while_loop(
+                 [init[k] for k in kinds.changing], [init[k] for k in kinds.same], arrays,
+                 steps)
+        count, _, _, lists, _, same, arrays, steps = tf.while_loop(
             lambda step, rows, *_: tf.size(rows) > 0, self.body, start,
             parallel_iterations=parallel, maximum_iterations=loop.maximum_iterations,
             shape_invariants=shapes)
-        return count, lists, arrays, steps
+        return count, lists, same, arrays, steps
 
-    def results(self, count, lists, arrays, steps):
+    def results(self, count, lists, same, arrays, steps):
         """The loop's outputs in row order: the finished rows' final values written over
         the start (rows that never ran keep it), and the deferred sums."""
         loop, kinds, ctx, init = self.loop, self.kinds, self.ctx, self.init
@@ -318,6 +328,8 @@ class _Subset:
             lengths = stitch(tf.fill([ctx.n], _LENGTH(input_handle=_handle(init[k]))),
                              next(values), tf.TensorShape([]))
             layouts[k] = self._list_layout(k, handle, lengths)
+        for k, handle in zip(kinds.same, same):
+            layouts[k] = Invariant(tensor=handle)
         return layouts
 
     def _list_layout(self, k, handle, lengths):
@@ -330,7 +342,7 @@ class _Subset:
                 pushed=pushed, n=self.ctx.n, own=loop.lengths.get(k),
                 element_shapes=loop.element_shapes.get(k))
         if pushed is not None:  # a stack (e.g. a gradient's accumulator): see loop_views
-            handle = right_align(handle, lengths, pushed)
+            handle = right_align(handle, lengths, pushed, pushed_parts(loop.body, k))
         return _list_result(loop, kinds, k, handle, lengths)
 
 
@@ -503,7 +515,7 @@ class _Masked:
                 own=loop.lengths.get(k),
                 element_shapes=loop.element_shapes.get(k))
         if pushed is not None:
-            handle = right_align(handle, length, pushed)
+            handle = right_align(handle, length, pushed, pushed_parts(loop.body, k))
         return _list_result(loop, self.kinds, k, handle, length)
 
 

@@ -32,7 +32,7 @@ from pfor_controlflow.lists.loop_views import ListView
 from pfor_controlflow.lists.with_lengths import ListWithLengths
 from pfor_controlflow.loops import deferred_sums, masking, trip_counts
 from pfor_controlflow.loops.loop_vars import (Loop, carried_out, length_change, list_dtypes,
-                                              ragged_value, stack_value)
+                                              ragged_value, same_items, stack_value)
 
 
 def _placeholder(like, shape, stacked=False):
@@ -210,9 +210,9 @@ def convert_while(ctx):
         return _run_invariant(loop, parallel)
     if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
         return ctx.decline("per-iteration trip counts with a resource carried through the loop")
-    # Lists carried through such a loop end with per-iteration lengths: stacked.
-    lists = [ctx.op.inputs[k].dtype == tf.variant and k in loop.carried
-             for k in range(len(loop.stacked))]
+    # Lists carried through such a loop end with per-iteration lengths: stacked (but
+    # for those of the same items, loop_vars.same_items).
+    lists = _carried_lists(loop)
     if any(l and not s for l, s in zip(lists, loop.stacked)):
         loop.stacked = _find_stacked(loop, [s or l for s, l in zip(loop.stacked, lists)])
     if ctx.compiled or ctx.nested:
@@ -248,8 +248,7 @@ def _run_uniform(loop, parallel):
     if refused:
         return ctx.decline(refused)
     loop.ragged_lists.clear()  # (what the trials found: pushed padded instead)
-    lists = [ctx.op.inputs[k].dtype == tf.variant and k in loop.carried
-             for k in range(len(loop.stacked))]
+    lists = _carried_lists(loop)
     loop.stacked = [s or l for s, l in zip(loop.stacked, lists)]
     if ctx.trial:
         return _layouts_only(loop, True)
@@ -258,14 +257,23 @@ def _run_uniform(loop, parallel):
     return trip_counts.run_masked(loop, parallel, uniform=True)
 
 
+def _carried_lists(loop) -> list[bool]:
+    """Per loop variable, whether it is a tensor list that a loop with per-iteration
+    trip counts must carry stacked."""
+    return [loop.ctx.op.inputs[k].dtype == tf.variant and k in loop.carried
+            and not same_items(loop, k) for k in range(len(loop.stacked))]
+
+
 def _layouts_only(loop, per_iteration):
     """The loop's output layouts, for a trial conversion: a carried variable ends
     stacked if it is stacked in the loop or the trip counts differ per iteration
-    (each iteration stops with its own value); the others are the loop's inputs."""
+    (each iteration stops with its own value; not a list of the same items, which
+    stays invariant); the others are the loop's inputs."""
     ctx = loop.ctx
     return [loop.inputs[k] if k not in loop.carried or k in loop.ragged_values
             else ragged_items.placeholder(loop.ragged_lists[k]) if k in loop.ragged_lists
-            else stand_in(t, per_iteration or loop.stacked[k], ctx.n_static)
+            else stand_in(t, loop.stacked[k] or (per_iteration and t.dtype != tf.variant),
+                          ctx.n_static)
             for k, t in enumerate(ctx.op.outputs)]
 
 
