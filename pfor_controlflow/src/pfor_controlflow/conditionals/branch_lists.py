@@ -38,7 +38,7 @@ class BranchLists:
             passed = k in self.passes.values()
             if not (passed or value.is_stacked and _lists_used(graphs, k)):
                 continue
-            dtype = _list_dtype(graphs, k, value)
+            dtype = handles.dtype_of(value.tensor, *(g.inputs[k] for g in graphs))
             if not value.is_stacked:  # written in some rows: every row gets its own
                 value = Stacked(tensor=plain.stack_list(ctx, value, element_dtype=dtype))
             _check(value, masked)
@@ -131,19 +131,3 @@ def passed_lists(graphs) -> dict:
 def _lists_used(graphs, k) -> bool:
     """Whether a branch uses input ``k`` with a tensor list op."""
     return any(c.type.startswith("TensorList") for g in graphs for c in g.inputs[k].consumers())
-
-
-def _list_dtype(graphs, k, value):
-    """The element dtype of tensor list input ``k``: as its ops in the branches read it,
-    else as its handle records it (None if neither)."""
-    pending = [g.inputs[k] for g in graphs]
-    while pending:
-        for consumer in pending.pop().consumers():
-            if "element_dtype" in consumer.node_def.attr:
-                return consumer.get_attr("element_dtype")
-            if consumer.type in handles.PASSING:
-                pending.append(consumer.outputs[0])
-    try:
-        return handles.element_dtype(value.tensor)
-    except ValueError:
-        return None

@@ -18,6 +18,7 @@ from tensorflow.python.ops import handle_data_util
 
 from pfor_core.extend import ConversionError, Decline, Ragged, Stacked, View
 from pfor_controlflow.lists import handles
+from pfor_controlflow.lists.loop_views import ListView
 from pfor_controlflow.lists.with_lengths import ListWithLengths
 
 _R = tf.raw_ops
@@ -29,24 +30,26 @@ class ListRows:
     def rows(self, value, original):
         """Iteration ``i``'s own list of the stacked list ``value``, as a function of
         ``i``; None if ``value`` is no list of plain items."""
-        dtype = getattr(value, "element_dtype", None) or _element_dtype(value, original)
+        dtype = getattr(value, "element_dtype", None) or handles.dtype_of(value.tensor, original)
         if dtype is None or dtype == tf.variant:
             return None
-        if isinstance(value, View):
+        # A loop's view of some rows of its whole list: those rows of the whole list.
+        rows = value.rows if isinstance(value, ListView) else None
+        lengths = value.lengths if isinstance(value, (ListView, ListWithLengths)) else None
+        if isinstance(value, View) and rows is None:
             value = value.materialize()
             if isinstance(value, Decline):
                 return None
-        handle = value.tensor
-        shape = _R.TensorListElementShape(input_handle=handle, shape_type=tf.int32)
-        whole = _R.TensorListStack(input_handle=handle, element_shape=shape,
-                                   element_dtype=dtype)  # [items, n, ...]
-        lengths = value.lengths if isinstance(value, ListWithLengths) else None
+        shape = _R.TensorListElementShape(input_handle=value.tensor, shape_type=tf.int32)
+        whole = _R.TensorListStack(input_handle=value.tensor, element_shape=shape,
+                                   element_dtype=dtype)  # [items, width, ...]
         right = isinstance(value, ListWithLengths) and value.right_aligned
 
         def row(i):
-            items = tf.gather(whole, i, axis=1)
+            at = i if rows is None else rows[i]
+            items = tf.gather(whole, at, axis=1)
             if lengths is not None:
-                size, total = lengths[i], tf.shape(whole)[0]
+                size, total = lengths[at], tf.shape(whole)[0]
                 items = items[total - size:] if right else items[:size]
             return _R.TensorListFromTensor(tensor=items,
                                            element_shape=tf.shape(items)[1:])
@@ -88,13 +91,6 @@ def _restacked(original):
         return Stacked(tensor=handle) if lengths is None else ListWithLengths(
             tensor=handle, lengths=tf.cast(lengths, tf.int32))
     return decode
-
-
-def _element_dtype(value, original):
-    try:
-        return handles.element_dtype(value.tensor)
-    except (ValueError, AttributeError):
-        return handles.list_dtype_near(original)
 
 
 def _item_shape(original, budget=100) -> tf.TensorShape:

@@ -87,6 +87,17 @@ LIST_OUT = ("TensorListSetItem", "TensorListPushBack", "TensorListPopBack",
 WHILES = ("While", "StatelessWhile")
 
 
+def dtype_of(handle, *around) -> tf.DType | None:
+    """The element dtype of the list ``handle``: as the handle tells (``element_dtype``),
+    else as the graph around the tensors ``around`` tells (``list_dtype_near``); None
+    if neither."""
+    try:
+        return element_dtype(handle)
+    except (ValueError, AttributeError):
+        pass
+    return next((d for d in map(list_dtype_near, around) if d is not None), None)
+
+
 def list_dtype_near(tensor, budget=200):
     """The element dtype of the list ``tensor`` from the graph around it: its handle
     data, or an op that makes or uses the same list (through Identity, AddN, list
