@@ -302,9 +302,10 @@ def convert_set_item_at_rows(ctx):
 def convert_add_lists(ctx):
     """AddN of the list a loop over some rows sees and lists of those rows (a gradient
     loop adds the gradient of a read, a list it made for its rows, to the gradient of
-    the list it carries): the other lists' items put in the view's rows of whole
-    elements (zeros past their ends: lists add up only where rows' lengths agree, so
-    a row's items are all there) and added; the view keeps its length."""
+    the list it carries): a list each row wrote one item into adds that item at its
+    position; the other lists' items are put in the view's rows of whole elements
+    (zeros past their ends: lists add up only where rows' lengths agree, so a row's
+    items are all there) and added. The view keeps its length."""
     views = [v for v in ctx.inputs if isinstance(v, ListView)]
     if not views or ctx.op.outputs[0].dtype != tf.variant:
         return ctx.decline("no list seen by a loop over some iterations")
@@ -316,10 +317,37 @@ def convert_add_lists(ctx):
     if any((isinstance(v, View) and not isinstance(v, ListView))
            or (isinstance(v, ListWithLengths) and v.right_aligned) for v in ctx.inputs):
         return ctx.decline("a list of another special layout")
+    first = next(j for j, v in enumerate(ctx.inputs) if v is view)
+    others = ctx.inputs[:first] + ctx.inputs[first + 1:]
+    sparse = [v for v in others if isinstance(v, ListWithLengths) and v.written is not None]
+    dense = [v for v in others if not any(v is s for s in sparse)]
+    handle = _add_dense(view, dense, dtype) if dense else view.tensor
+    for value in sparse:  # one item per row: added where it is
+        handle = _add_items(view, handle, *value.written)
+    return view.again(handle)
+
+
+def _add_items(view, handle, positions, items):
+    """The list ``handle`` (the view's) with each converted row's item added at its own
+    position (the elements at those positions gathered, added to, scattered back)."""
+    positions, rows = tf.cast(positions, tf.int32), _all_rows(view)
+    if view.mask is not None:  # rows whose writes do not count add nothing
+        keep = tf.cast(tf.where(view.mask)[:, 0], tf.int32)
+        positions, items, rows = (tf.gather(t, keep) for t in (positions, items, rows))
+    written, slot = tf.unique(positions)
+    elements = _R.TensorListGather(input_handle=handle, indices=written,
+                                   element_shape=_element_shape(view, tf.shape(items)[1:]),
+                                   element_dtype=items.dtype)  # [k, width, ...]
+    elements = tf.tensor_scatter_nd_add(elements, tf.stack([slot, rows], 1), items)
+    return _R.TensorListScatterIntoExistingList(input_handle=handle, tensor=elements,
+                                                indices=written)
+
+
+def _add_dense(view, others, dtype):
+    """The view's list plus the lists ``others``, item by item (whole elements)."""
     whole = _items(view.tensor, dtype)  # [L, width, ...]
     total = whole
-    first = next(j for j, v in enumerate(ctx.inputs) if v is view)
-    for value in ctx.inputs[:first] + ctx.inputs[first + 1:]:
+    for value in others:
         items = _items(value.tensor, dtype)
         if not isinstance(value, ListView):  # [L', m, ...] or, invariant, [L', ...]
             if not value.is_stacked:
@@ -333,9 +361,9 @@ def convert_add_lists(ctx):
         pad = tf.shape(whole)[0] - tf.shape(items)[0]
         total += tf.pad(items, tf.concat([[[0, pad]], tf.zeros([items.shape.rank - 1, 2],
                                                                tf.int32)], 0))
-    return view.again(_R.TensorListFromTensor(
+    return _R.TensorListFromTensor(
         tensor=total, element_shape=_R.TensorListElementShape(input_handle=view.tensor,
-                                                               shape_type=tf.int32)))
+                                                               shape_type=tf.int32))
 
 
 def _items(handle, dtype) -> tf.Tensor:

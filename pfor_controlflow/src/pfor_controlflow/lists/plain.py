@@ -352,7 +352,16 @@ def _set_own(ctx, value, index, resize):
         out = _R.TensorListFromTensor(
             tensor=tf.where(hit, item[None], items),
             element_shape=_R.TensorListElementShape(input_handle=handle, shape_type=tf.int32))
+        if not resize and _made_here(ctx.op.inputs[0]):
+            return ListWithLengths(tensor=out, lengths=lengths, written=(index.tensor, item))
     return ListWithLengths(tensor=out, lengths=lengths)
+
+
+def _made_here(handle) -> bool:
+    """Whether the list ``handle`` is a new one of unset items (TensorListReserve)."""
+    while handle.op.type == "Identity":
+        handle = handle.op.inputs[0]
+    return handle.op.type == "TensorListReserve"
 
 
 @_declining(rows_own_lengths=True)

@@ -30,6 +30,9 @@ class ListWithLengths(Stacked):
 
     lengths: tf.Tensor | None = None
     right_aligned: bool = False
+    # (positions [n], items [n, ...]) where the list is a new one that each row wrote
+    # one item into (a read's gradient in a gradient loop): a sum adds just those.
+    written: tuple | None = None
 
 
 def known_lengths(ctx, value: ListWithLengths) -> tf.Tensor:
