@@ -322,3 +322,29 @@ def test_per_example_gradients_of_a_node_loop_over_trees_of_their_own_size(maske
             testing.assert_allclose(g[j], want, rtol=1e-5, atol=1e-6, what=f"tree {j}")
     assert not _pushes(graph, [None, 3, 3]) and not _pushes(graph, [len(trees), 3, 3])
     assert _pushes(graph, [3, 3])
+
+
+def test_gradients_of_a_node_loop_whose_cond_reads_the_array_are_refused_with_the_fix():
+    """With tf.cond reading the TensorArray, the gradient records the array itself each
+    step (a list per row, per step), which pfor does not restack: the error says to
+    read it with tf.where instead."""
+    kids = tf.ragged.constant([_tree([2]), _tree([3, 1])], ragged_rank=1, dtype=tf.int32)
+    x = tf.RaggedTensor.from_row_lengths(tf.ones([8, 3]), [3, 5])
+    w = tf.Variable(tf.eye(3))
+
+    def loss(xi, ki):
+        n = tf.shape(ki)[0]
+        states = tf.TensorArray(tf.float32, size=n, element_shape=[3], clear_after_read=False)
+
+        def step(t, states):
+            j = ki[t, 0]
+            child = tf.cond(j >= 0, lambda: states.read(tf.maximum(j, 0)),
+                            lambda: tf.zeros([3]))
+            return t + 1, states.write(t, tf.tanh(tf.linalg.matvec(w, xi[t] + child)))
+
+        _, states = tf.while_loop(lambda t, s: t < n, step, (0, states))
+        return tf.reduce_sum(states.read(n - 1))
+
+    with pytest.raises(pf.ConversionError, match=r"tf\.where\(j >= 0"):
+        tf.function(lambda x, k: pf.per_example_gradients(loss, [w], (x, k),
+                                                          fallback="error"))(x, kids)
