@@ -8,7 +8,9 @@ each given the list the one before passed on (``current``), so the list that com
 out holds every row's own writes, and no list is copied. With a partition (the rows
 of each branch gathered) a branch's view names its rows; run masked (under XLA, in
 an outer pfor) it names the rows whose writes count, and the rows it computes for
-others read the items of the row they stand in for.
+others read the items of the row they stand in for. A list every branch makes anew
+(a gradient branch's gradient of a list: a read's, or zeros) leaves each branch as its
+items and rows' lengths, stitched into one list of all rows (``made_lists``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pfor_core.extend import Decline, Stacked
 from pfor_controlflow.lists import handles, plain
 from pfor_controlflow.lists.loop_views import ListView
 from pfor_controlflow.lists.with_lengths import ListWithLengths
+from pfor_controlflow.split_optional import output_spec
 
 
 class BranchLists:
@@ -101,6 +104,53 @@ class BranchLists:
         """The conditional's output ``j`` (one in ``passes``), after every branch."""
         k = self.passes[j]
         return dataclasses.replace(self.lists[k][0], tensor=self.current[k])
+
+
+def made_lists(graphs, outputs, passes) -> set:
+    """The variant outputs that every branch makes a new tensor list for (a gradient
+    branch's gradient of a list it was given: a read's, or zeros), not passed on."""
+    def made(g, j):
+        try:
+            output_spec(g, j)
+            return False  # an optional
+        except ValueError:
+            return handles.list_dtype_near(g.outputs[j]) not in (None, tf.variant)
+    return {j for j, t in enumerate(outputs) if t.dtype == tf.variant and j not in passes
+            and all(made(g, j) for g in graphs)}
+
+
+def flat_list(value, dtype) -> list[tf.Tensor]:
+    """A list a branch made for its rows as ``[rows, items, ...]`` (unset items as
+    zeros) and each row's length."""
+    if not value.is_stacked or isinstance(value, ListView) or (
+            isinstance(value, ListWithLengths) and value.right_aligned):
+        raise Decline("a branch makes the same list for all its rows, or a list of a "
+                      "special layout, under a per-iteration predicate")
+    shape = tf.raw_ops.TensorListElementShape(input_handle=value.tensor, shape_type=tf.int32)
+    items = tf.raw_ops.TensorListStack(input_handle=value.tensor, element_shape=shape,
+                                       element_dtype=dtype)  # [L, m, ...]
+    lengths = value.lengths if isinstance(value, ListWithLengths) and \
+        value.lengths is not None else tf.fill(tf.shape(items)[1:2], tf.shape(items)[0])
+    return [_swap01(items), tf.cast(lengths, tf.int32)]
+
+
+def stitched_list(positions, pieces) -> ListWithLengths:
+    """The list of all rows from each branch's ``flat_list`` of its rows."""
+    longest = tf.reduce_max(tf.stack([tf.shape(items)[1] for items, _ in pieces]))
+    padded = []
+    for items, _ in pieces:
+        grow = tf.one_hot(1, tf.rank(items), on_value=longest - tf.shape(items)[1],
+                          dtype=tf.int32)
+        padded.append(tf.pad(items, tf.stack([tf.zeros_like(grow), grow], 1)))
+    items = _swap01(tf.dynamic_stitch(positions, padded))  # [L, n, ...]
+    return ListWithLengths(tensor=tf.raw_ops.TensorListFromTensor(
+        tensor=items, element_shape=tf.shape(items)[1:]),
+        lengths=tf.dynamic_stitch(positions, [lengths for _, lengths in pieces]))
+
+
+def _swap01(x):
+    """The first two axes swapped, also where the rank is known only when running."""
+    return tf.transpose(x, tf.concat([[1, 0], tf.range(2, tf.rank(x))], 0))
 
 
 def _check(value, masked):

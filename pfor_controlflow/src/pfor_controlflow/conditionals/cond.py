@@ -31,7 +31,7 @@ from pfor_controlflow import total_ops
 from pfor_controlflow.conditionals import branch_lists, optionals, ragged_branches
 from pfor_controlflow.functions import (branch_functions, is_handle, scratch_graph,
                                         select_rows, stand_in, with_effects)
-from pfor_controlflow.lists import ragged_items
+from pfor_controlflow.lists import handles, ragged_items
 from pfor_controlflow.split_optional import input_spec, output_spec
 
 
@@ -169,8 +169,11 @@ class _Rows:
                                          "the branches")
                     continue
                 self.inputs[k] = optionals.SplitOptional(tensor=value.tensor, parts=parts)
+        # Per list every branch makes (branch_lists.made_lists): its element dtype.
+        self.made = {j: handles.list_dtype_near(graphs[0].outputs[j]) for j in
+                     branch_lists.made_lists(graphs, ctx.op.outputs, self.lists.passes)}
         # Per variant output, per branch: the spec of its optional (None: no value).
-        self.outputs = [None if j in self.lists.passes else
+        self.outputs = [None if j in self.lists.passes or j in self.made else
                         [output_spec(g, j) for g in graphs]
                         if t.dtype == tf.variant else None
                         for j, t in enumerate(ctx.op.outputs)]
@@ -203,7 +206,9 @@ class _Rows:
             if isinstance(converted.outputs[j], ragged_items.RaggedList):
                 raise Decline("a branch makes a tensor list of items whose shape differs "
                               "between iterations under a per-iteration predicate")
-            if j in self.forms:
+            if j in self.made:
+                flat.extend(branch_lists.flat_list(converted.outputs[j], self.made[j]))
+            elif j in self.forms:
                 value = converted.outputs[j]
                 self.forms[j][b] = ragged_branches.Form.of(value)
                 flat.extend(ragged_branches.parts(value, lambda _, j=j: converted.stacked(j)))
@@ -216,6 +221,8 @@ class _Rows:
     def empty(self, b):
         """Branch ``b``'s flat outputs for no rows, or None without static shapes."""
         flat = []
+        if self.made:
+            return None  # (lists made of no static length: run it, even on no rows)
         for j, (specs, t) in enumerate(zip(self.outputs, self.ctx.op.outputs)):
             if j in self.lists.passes:
                 continue
@@ -238,6 +245,10 @@ class _Rows:
         for j, (specs, t) in enumerate(zip(self.outputs, self.ctx.op.outputs)):
             if j in self.lists.passes:
                 out.append(self.lists.result(j))
+                continue
+            if j in self.made:
+                out.append(branch_lists.stitched_list(
+                    positions, [[next(f), next(f)] for f in flats]))
                 continue
             if j in self.forms:
                 pieces = [[next(f) for _ in range(ragged_branches.count(t.shape.rank))]

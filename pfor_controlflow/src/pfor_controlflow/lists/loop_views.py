@@ -10,8 +10,11 @@ every active row (they all started together), so a row's items stay in order; th
 loop converter right-aligns each row's items afterwards, so that the gradient loop
 (which pops) finds every row's last item at the end. A conditional's intermediates
 (split optionals, which a gradient loop pops for the gradient conditional) are pushed
-as optionals of whole components, moved component by component when right-aligned. A
-gradient loop's AddN of a read's gradient (a list of the rows) adds into the view.
+as optionals of whole components, moved component by component when right-aligned;
+a tensor list whose length and element shape alone a gradient reads back (a tf.cond's
+record of the array it reads) is pushed as the whole list, and popped as a view of it
+(``records``). A gradient loop's AddN of a read's gradient (a list of the rows) adds
+into the view.
 Other converters get the view materialized: a plain stacked list of the rows being
 converted (a copy, for reading).
 """
@@ -59,6 +62,11 @@ class ListView(View):
     # different numbers of items, which the list does not record).
     partial: bool = False
     element_dtype: tf.DType | None = None  # where the handle does not record it
+    # The list holds, per step, the whole handle of a list the loop carries, whose
+    # length and element shape alone are read back (with_lengths.ListWithLengths.records);
+    # ``held_lengths``: that list's rows' own lengths (None: all as long as the list).
+    records: bool = False
+    held_lengths: tf.Tensor | None = None
 
     def again(self, handle) -> "ListView":
         return dataclasses.replace(self, tensor=handle)
@@ -163,6 +171,8 @@ def convert_push_back(ctx):
     if view is None:
         return ctx.decline("not a list seen by a loop over some iterations")
     item = ctx.inputs[1]
+    if view.records and isinstance(item, ListView) and item.width is view.width:
+        return view.again(_R.TensorListPushBack(input_handle=view.tensor, tensor=item.tensor))
     if item.dtype == tf.variant:
         return _push_optional(ctx, view, item)
     if view.partial:
@@ -199,6 +209,10 @@ def convert_pop_back(ctx):
     handle, element = _R.TensorListPopBack(
         input_handle=view.tensor, element_shape=tf.constant(-1, tf.int32),
         element_dtype=ctx.attr("element_dtype"))
+    if view.records:  # a recorded list, for its length and element shape
+        return [view.again(handle), ListView(
+            tensor=element, width=view.width, rows=view.rows, mask=view.mask,
+            reads=view.reads, lengths=view.held_lengths)]
     parts = read_parts(ctx.op.outputs[1]) if ctx.attr("element_dtype") == tf.variant else None
     if parts is not None:  # a conditional's intermediates, for the gradient conditional
         return [view.again(handle), SplitOptional(tensor=rebuilt(
@@ -325,6 +339,33 @@ def convert_add_lists(ctx):
     for value in sparse:  # one item per row: added where it is
         handle = _add_items(view, handle, *value.written)
     return view.again(handle)
+
+
+def convert_zeros_like(ctx):
+    """The zeros of a list the loop converts some rows of (a gradient branch's zeros for
+    a list it does not read): a new list of the view's rows, as long, all unset (read
+    as zeros), each row its own length."""
+    view = _view(ctx)
+    if view is None:
+        return ctx.decline("not a list seen by a loop over some iterations")
+    dtype = view.element_dtype or handles.dtype_of(view.tensor, ctx.op.outputs[0])
+    if dtype is None:
+        return ctx.decline("the list's element dtype is not known here")
+    rows = view.rows
+    count = tf.size(rows) if rows is not None else tf.cast(view.width, tf.int32)
+    whole = _R.TensorListElementShape(input_handle=view.tensor, shape_type=tf.int32)
+    # (a handle popped from a list of lists has no static element shape: its rank is
+    # known when running; -1, an unknown rank, stays so)
+    shape = tf.cond(tf.equal(tf.rank(whole), 1),
+                    lambda: tf.concat([[count], tf.reshape(whole, [-1])[1:]], 0),
+                    lambda: tf.constant(-1))
+    handle = _R.TensorListReserve(element_shape=shape, element_dtype=dtype,
+                                  num_elements=_R.TensorListLength(input_handle=view.tensor))
+    lengths = view.lengths
+    if lengths is not None:
+        return ListWithLengths(tensor=handle, lengths=lengths if rows is None
+                               else tf.gather(lengths, rows))
+    return Stacked(tensor=handle)
 
 
 def _add_items(view, handle, positions, items):

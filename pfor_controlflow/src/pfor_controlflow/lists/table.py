@@ -109,6 +109,7 @@ TABLE = (
     ("AddN", ragged_items.convert_ragged_add_lists, "*...", RAGGED_LIST),
     # (ahead of convert_ragged_add_lists for a sum of both kinds, which only it takes)
     ("AddN", ragged_item_views.convert_ragged_view_add_lists, "*...", RAGGED_VIEW | FIRST),
+    ("ZerosLike", loop_views.convert_zeros_like, "S", LIST_VIEW),
     ("ZerosLike", ragged_items.convert_ragged_zeros_like, "S", RAGGED_LIST),
 
     # -- TensorArrays (tf.TensorArray outside a loop body) and stacks

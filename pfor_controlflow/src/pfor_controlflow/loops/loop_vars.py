@@ -46,6 +46,10 @@ class Loop:
         self.element_shapes = {k: v.element_shapes for k, v in enumerate(self.inputs)
                                if isinstance(v, ragged_items.RaggedList)
                                and v.element_shapes is not None}
+        # Lists that hold handles of lists read for their shapes (shapes_record), by
+        # variable: those lists' rows' lengths.
+        self.records = {k: v.held_lengths for k, v in enumerate(self.inputs)
+                        if isinstance(v, ListWithLengths) and v.records}
         self.lengths.update({k: v.counts for k, v in enumerate(self.inputs)
                              if isinstance(v, ragged_items.RaggedList) and v.counts_known
                              and not v.right_aligned and v.counts is not None
@@ -468,6 +472,63 @@ def _step_independent(body, tensor, carried) -> bool:
             reads = True
         pending.extend(t.op for t in op.inputs)
     return not reads or all(e == "Assert" for e in total_ops.effects(body))
+
+
+def shapes_record(loop, k):
+    """The carried list whose handle the body pushes onto list ``k`` each step where
+    only its length and element shape are read back (a gradient's record of a
+    TensorArray that a tf.cond reads, whose read's gradient makes a list of its size)
+    and the body writes it in place (so neither changes between steps); else None."""
+    body = loop.body
+    out = body.outputs[k]
+    while out.op.type == "Identity":
+        out = out.op.inputs[0]
+    if out.op.type != "TensorListPushBack" or out.op.inputs[1].dtype != tf.variant:
+        return None
+    j = handles.list_source(body, out.op.inputs[1])
+    if j is None or j not in loop.carried or length_change(body, j) != "same":
+        return None
+    if pushes_per_step(body, k) != 1 or not loop.ctx.op.outputs[k].consumers():
+        return None
+    for op in loop.ctx.op.outputs[k].consumers():
+        inner = function_graph(op, op.get_attr("body").name) if op.type in (
+            "While", "StatelessWhile") else None
+        if inner is None:
+            return None
+        for i, t in enumerate(op.inputs):
+            if t is loop.ctx.op.outputs[k] and not (
+                    _only_popped(inner, i) and all(_shapes_only(p.outputs[1])
+                                                   for p in _pops(inner, i))):
+                return None
+    return j
+
+
+def _pops(body, k) -> list:
+    """The TensorListPopBack ops on list ``k`` of ``body`` (through Identity)."""
+    found, pending = [], [body.inputs[k]]
+    while pending:
+        for op in pending.pop().consumers():
+            found += [op] if op.type == "TensorListPopBack" else []
+            pending.append(op.outputs[0])
+    return found
+
+
+def _shapes_only(tensor) -> bool:
+    """Whether the list ``tensor`` is read for its length and element shape only
+    (also in the branches of the conditionals it enters)."""
+    for op in tensor.consumers():
+        if op.type == "Identity":
+            if not _shapes_only(op.outputs[0]):
+                return False
+        elif op.type in ("If", "StatelessIf", "Case", "StatelessCase"):
+            graphs = branch_functions(op)
+            if graphs is None or not all(
+                    _shapes_only(g.inputs[i - 1]) for i, t in enumerate(op.inputs)
+                    if t is tensor and i > 0 for g in graphs):
+                return False
+        elif op.type not in ("TensorListLength", "TensorListElementShape", "ZerosLike"):
+            return False  # (a list's zeros: as long as it, items unset or zeros alike)
+    return True
 
 
 def _unread(tensor) -> bool:

@@ -37,7 +37,8 @@ from pfor_controlflow.loops import deferred_sums, masking, row_views
 from pfor_controlflow.loops.loop_vars import (carried_out, length_change, list_dtypes,
                                               list_out, pushed_by, pushed_parts,
                                               pushes_per_step,
-                                              ragged_value, stack_value, starts_empty,
+                                              ragged_value, shapes_record, stack_value,
+                                              starts_empty,
                                               written_shape)
 from pfor_controlflow.loops.row_views import RowView
 
@@ -59,6 +60,13 @@ class _Kinds:
                             isinstance(v, ragged_items.RaggedList) and v.counts is None))
                         and self.change.get(k, "same") in ("same", "pushes", "writes")}
         self.changing = [k for k in loop.carried if not loop.stacked[k] and not variant[k]]
+        # Lists that hold handles of lists read for their shapes only, by variable:
+        # those lists' rows' lengths (loop_vars.shapes_record: pushed, or popped).
+        self.records = dict(loop.records)
+        for k in self.lists:
+            j = shapes_record(loop, k)
+            if j is not None:
+                self.records[k] = loop.lengths.get(j)
         # Lists of the same items for all rows (loop_vars.same_items): carried as they
         # are, invariant after the loop.
         self.same = [k for k in loop.carried if not loop.stacked[k] and variant[k]]
@@ -117,7 +125,8 @@ def _list_view(loop, kinds, k, value, rows):
                                          lengths=loop.lengths.get(k))
     handle = value if isinstance(value, tf.Tensor) else value.tensor
     return ListView(tensor=handle, width=loop.ctx.n, rows=rows, aligned=k in kinds.aligned,
-                    lengths=loop.lengths.get(k))
+                    lengths=loop.lengths.get(k), records=k in kinds.records,
+                    held_lengths=kinds.records.get(k))
 
 
 def _masked_view(loop, kinds, k, value, active, uniform=False, reads=None):
@@ -133,7 +142,8 @@ def _masked_view(loop, kinds, k, value, active, uniform=False, reads=None):
                                          reads=reads)
     handle = value if isinstance(value, tf.Tensor) else value.tensor
     return ListView(tensor=handle, width=loop.ctx.n, mask=active, aligned=k in kinds.aligned,
-                    padded_items=uniform, lengths=loop.lengths.get(k), reads=reads)
+                    padded_items=uniform, lengths=loop.lengths.get(k), reads=reads,
+                    records=k in kinds.records, held_lengths=kinds.records.get(k))
 
 
 def _list_carry(loop, converted, k):
@@ -341,7 +351,7 @@ class _Subset:
                 *handle, loop.ragged_lists[k], lengths=lengths, change=kinds.change[k],
                 pushed=pushed, n=self.ctx.n, own=loop.lengths.get(k),
                 element_shapes=loop.element_shapes.get(k))
-        if pushed is not None:  # a stack (e.g. a gradient's accumulator): see loop_views
+        if pushed is not None and k not in kinds.records:  # a stack: see loop_views
             handle = right_align(handle, lengths, pushed, pushed_parts(loop.body, k))
         return _list_result(loop, kinds, k, handle, lengths)
 
@@ -351,6 +361,9 @@ def _list_result(loop, kinds, k, handle, lengths):
     hold the same number of items, else a ``ListWithLengths`` (with_lengths.py) with
     ``lengths`` (each row's length when it finished) where they are right."""
     change, before = kinds.change[k], loop.inputs[k]
+    if k in kinds.records and change == "pushes":  # (the same shapes in every item)
+        return ListWithLengths(tensor=handle, lengths=lengths, right_aligned=True,
+                               records=True, held_lengths=kinds.records[k])
     if k in loop.lengths:  # written in place only (see convert_while): lengths kept
         return ListWithLengths(tensor=handle, lengths=loop.lengths[k])
     if isinstance(before, ListWithLengths):  # popped only (see convert_while)
@@ -514,7 +527,7 @@ class _Masked:
                 change=self.kinds.change[k], pushed=pushed, n=ctx.n, nested=ctx.nested,
                 own=loop.lengths.get(k),
                 element_shapes=loop.element_shapes.get(k))
-        if pushed is not None:
+        if pushed is not None and k not in self.kinds.records:
             handle = right_align(handle, length, pushed, pushed_parts(loop.body, k))
         return _list_result(loop, self.kinds, k, handle, length)
 
