@@ -34,7 +34,7 @@ class ListWithLengths(Stacked):
     # one item into (a read's gradient in a gradient loop): a sum adds just those.
     written: tuple | None = None
     # The list holds, per step, the handle of a list the loop carried, of which only the
-    # length and element shape are read back (loop_vars.shapes_record): not right-aligned
+    # length and element shape are read back (records.shapes_record): not right-aligned
     # (those are the same in every step); ``held_lengths``: that list's rows' lengths.
     records: bool = False
     held_lengths: tf.Tensor | None = None

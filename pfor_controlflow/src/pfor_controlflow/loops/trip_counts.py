@@ -18,7 +18,7 @@ counter): its value when each iteration finishes becomes the loop's stacked outp
 Tensor lists stay whole (see loop_views.py; lists of ragged items: ragged_item_views.py)
 and are right-aligned at the end when the body pushes to them; a list every step pushes
 the same value onto for all rows (a gradient's record of a weight or a shape), or that
-the loop only pops, stays one invariant list (loop_vars.same_items).
+the loop only pops, stays one invariant list (records.same_items).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from pfor_controlflow.loops import deferred_sums, masking, row_views
 from pfor_controlflow.loops.loop_vars import (carried_out, length_change, list_dtypes,
                                               list_out, pushed_by, pushed_parts,
                                               pushes_per_step,
-                                              ragged_value, shapes_record, stack_value,
-                                              starts_empty,
+                                              ragged_value, stack_value, starts_empty,
                                               written_shape)
+from pfor_controlflow.loops.records import shapes_record
 from pfor_controlflow.loops.row_views import RowView
 
 _LENGTH = tf.raw_ops.TensorListLength
@@ -61,13 +61,13 @@ class _Kinds:
                         and self.change.get(k, "same") in ("same", "pushes", "writes")}
         self.changing = [k for k in loop.carried if not loop.stacked[k] and not variant[k]]
         # Lists that hold handles of lists read for their shapes only, by variable:
-        # those lists' rows' lengths (loop_vars.shapes_record: pushed, or popped).
+        # those lists' rows' lengths (records.shapes_record: pushed, or popped).
         self.records = dict(loop.records)
         for k in self.lists:
             j = shapes_record(loop, k)
             if j is not None:
                 self.records[k] = loop.lengths.get(j)
-        # Lists of the same items for all rows (loop_vars.same_items): carried as they
+        # Lists of the same items for all rows (records.same_items): carried as they
         # are, invariant after the loop.
         self.same = [k for k in loop.carried if not loop.stacked[k] and variant[k]]
         # Per-iteration values read from outside the loop: compacted with the rows,

@@ -32,7 +32,8 @@ from pfor_controlflow.lists.loop_views import ListView
 from pfor_controlflow.lists.with_lengths import ListWithLengths
 from pfor_controlflow.loops import deferred_sums, masking, trip_counts
 from pfor_controlflow.loops.loop_vars import (Loop, carried_out, length_change, list_dtypes,
-                                              ragged_value, same_items, stack_value)
+                                              ragged_value, stack_value)
+from pfor_controlflow.loops.records import same_items
 
 
 def _placeholder(like, shape, stacked=False):
@@ -211,7 +212,7 @@ def convert_while(ctx):
     if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
         return ctx.decline("per-iteration trip counts with a resource carried through the loop")
     # Lists carried through such a loop end with per-iteration lengths: stacked (but
-    # for those of the same items, loop_vars.same_items).
+    # for those of the same items, records.same_items).
     lists = _carried_lists(loop)
     if any(l and not s for l, s in zip(lists, loop.stacked)):
         loop.stacked = _find_stacked(loop, [s or l for s, l in zip(loop.stacked, lists)])
