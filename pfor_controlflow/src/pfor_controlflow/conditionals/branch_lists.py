@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Stacked
 from pfor_controlflow.lists import handles, plain
-from pfor_controlflow.lists.loop_views import ListView
+from pfor_controlflow.lists.loop_views import ListView, items_of, swap01
 from pfor_controlflow.lists.with_lengths import ListWithLengths
 from pfor_controlflow.split_optional import output_spec
 
@@ -126,12 +126,10 @@ def flat_list(value, dtype) -> list[tf.Tensor]:
             isinstance(value, ListWithLengths) and value.right_aligned):
         raise Decline("a branch makes the same list for all its rows, or a list of a "
                       "special layout, under a per-iteration predicate")
-    shape = tf.raw_ops.TensorListElementShape(input_handle=value.tensor, shape_type=tf.int32)
-    items = tf.raw_ops.TensorListStack(input_handle=value.tensor, element_shape=shape,
-                                       element_dtype=dtype)  # [L, m, ...]
+    items = items_of(value.tensor, dtype)  # [L, m, ...]
     lengths = value.lengths if isinstance(value, ListWithLengths) and \
         value.lengths is not None else tf.fill(tf.shape(items)[1:2], tf.shape(items)[0])
-    return [_swap01(items), tf.cast(lengths, tf.int32)]
+    return [swap01(items), tf.cast(lengths, tf.int32)]
 
 
 def stitched_list(positions, pieces) -> ListWithLengths:
@@ -142,15 +140,10 @@ def stitched_list(positions, pieces) -> ListWithLengths:
         grow = tf.one_hot(1, tf.rank(items), on_value=longest - tf.shape(items)[1],
                           dtype=tf.int32)
         padded.append(tf.pad(items, tf.stack([tf.zeros_like(grow), grow], 1)))
-    items = _swap01(tf.dynamic_stitch(positions, padded))  # [L, n, ...]
+    items = swap01(tf.dynamic_stitch(positions, padded))  # [L, n, ...]
     return ListWithLengths(tensor=tf.raw_ops.TensorListFromTensor(
         tensor=items, element_shape=tf.shape(items)[1:]),
         lengths=tf.dynamic_stitch(positions, [lengths for _, lengths in pieces]))
-
-
-def _swap01(x):
-    """The first two axes swapped, also where the rank is known only when running."""
-    return tf.transpose(x, tf.concat([[1, 0], tf.range(2, tf.rank(x))], 0))
 
 
 def _check(value, masked):

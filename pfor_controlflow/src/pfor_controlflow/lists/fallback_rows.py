@@ -18,7 +18,7 @@ from tensorflow.python.ops import handle_data_util
 
 from pfor_core.extend import ConversionError, Decline, Ragged, Stacked, View
 from pfor_controlflow.lists import handles
-from pfor_controlflow.lists.loop_views import ListView
+from pfor_controlflow.lists.loop_views import ListView, items_of
 from pfor_controlflow.lists.with_lengths import ListWithLengths
 
 _R = tf.raw_ops
@@ -40,9 +40,7 @@ class ListRows:
             value = value.materialize()
             if isinstance(value, Decline):
                 return None
-        shape = _R.TensorListElementShape(input_handle=value.tensor, shape_type=tf.int32)
-        whole = _R.TensorListStack(input_handle=value.tensor, element_shape=shape,
-                                   element_dtype=dtype)  # [items, width, ...]
+        whole = items_of(value.tensor, dtype)  # [items, width, ...]
         right = isinstance(value, ListWithLengths) and value.right_aligned
 
         def row(i):

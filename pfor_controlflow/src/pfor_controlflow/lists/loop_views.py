@@ -328,7 +328,7 @@ def convert_add_lists(ctx):
         return ctx.decline("the lists' element dtype is not known here")
     if any(v.rows is not view.rows or v.mask is not view.mask for v in views):
         return ctx.decline("lists seen by different loops")
-    if any((isinstance(v, View) and not isinstance(v, ListView))
+    if any((isinstance(v, View) and not isinstance(v, ListView)) or not v.is_stacked
            or (isinstance(v, ListWithLengths) and v.right_aligned) for v in ctx.inputs):
         return ctx.decline("a list of another special layout")
     first = next(j for j, v in enumerate(ctx.inputs) if v is view)
@@ -386,19 +386,14 @@ def _add_items(view, handle, positions, items):
 
 def _add_dense(view, others, dtype):
     """The view's list plus the lists ``others``, item by item (whole elements)."""
-    whole = _items(view.tensor, dtype)  # [L, width, ...]
+    whole = items_of(view.tensor, dtype)  # [L, width, ...]
     total = whole
     for value in others:
-        items = _items(value.tensor, dtype)
-        if not isinstance(value, ListView):  # [L', m, ...] or, invariant, [L', ...]
-            if not value.is_stacked:
-                rows = tf.size(view.rows) if view.rows is not None else view.width
-                items = tf.broadcast_to(items[:, None], tf.concat(
-                    [tf.shape(items)[:1], tf.reshape(tf.cast(rows, tf.int32), [1]),
-                     tf.shape(items)[1:]], 0))
-            if view.rows is not None:
-                items = swap01(tf.scatter_nd(view.rows[:, None], swap01(items),
-                                              _swap01_shape(tf.shape(items), view.width)))
+        items = items_of(value.tensor, dtype)
+        if not isinstance(value, ListView) and view.rows is not None:  # [L', m, ...]
+            rows_first = swap01(items)
+            items = swap01(tf.scatter_nd(view.rows[:, None], rows_first,
+                                         _whole_shape(view, rows_first)))
         pad = tf.shape(whole)[0] - tf.shape(items)[0]
         total += tf.pad(items, tf.concat([[[0, pad]], tf.zeros([items.shape.rank - 1, 2],
                                                                tf.int32)], 0))
@@ -407,21 +402,18 @@ def _add_dense(view, others, dtype):
                                                                shape_type=tf.int32))
 
 
-def _items(handle, dtype) -> tf.Tensor:
+def items_of(handle, dtype) -> tf.Tensor:
     """All items of a stacked list (unset ones as zeros of its element shape)."""
     shape = _R.TensorListElementShape(input_handle=handle, shape_type=tf.int32)
     return _R.TensorListStack(input_handle=handle, element_shape=shape, element_dtype=dtype)
 
 
 def swap01(x):
-    """Swap the first two axes: ``[T, n, ...] <-> [n, T, ...]``."""
+    """Swap the first two axes: ``[T, n, ...] <-> [n, T, ...]`` (also of a rank known
+    only when running)."""
+    if x.shape.rank is None:
+        return tf.transpose(x, tf.concat([[1, 0], tf.range(2, tf.rank(x))], 0))
     return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
-
-
-def _swap01_shape(shape, width):
-    """The shape ``[width, length, ...]`` of items ``shape`` (``[length, m, ...]``)
-    scattered into ``width`` rows."""
-    return tf.concat([tf.reshape(tf.cast(width, tf.int32), [1]), shape[:1], shape[2:]], 0)
 
 
 def convert_resize(ctx):
@@ -484,8 +476,8 @@ def right_align(handle, lengths, dtype, parts=None) -> tf.Tensor:
     if parts is not None:
         return _right_align_optionals(handle, lengths, parts)
     shape = _R.TensorListElementShape(input_handle=handle, shape_type=tf.int32)
-    whole = _R.TensorListStack(input_handle=handle, element_shape=shape, element_dtype=dtype)
-    return _R.TensorListFromTensor(tensor=right_align_items(whole, lengths), element_shape=shape)
+    return _R.TensorListFromTensor(tensor=right_align_items(items_of(handle, dtype), lengths),
+                                   element_shape=shape)
 
 
 def _right_align_optionals(handle, lengths, parts) -> tf.Tensor:
