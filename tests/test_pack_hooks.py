@@ -3,8 +3,11 @@
 frames) and ``pfor_install_hints`` (shown when no loaded converter takes an op). The
 first-party packs declare both; a broken hint hook costs only the hints."""
 
+import importlib
+import pathlib
 import sys
 import textwrap
+import tomllib
 import warnings
 
 import pytest
@@ -120,3 +123,17 @@ def test_no_converter_for_these_inputs_names_the_patterns_there_are():
     with pytest.raises(pf.ConversionError, match=r"converters for Sum take inputs .*SU "
                                                  r"\(pfor-converters-math\), none these \(SS"):
         pf.pfor(body, 3, fallback="error")
+
+
+def test_each_distribution_states_one_version():
+    # Read from the sources, not the installed metadata: an editable install keeps the
+    # version it was installed with until it is reinstalled.
+    root = pathlib.Path(__file__).resolve().parents[1]
+    dists = {"pfor-core": ("pfor_core", root)} | {
+        dist: (module, root / module) for dist, module in FIRST_PARTY.items()}
+    for dist, (module, folder) in dists.items():
+        stated = tomllib.loads((folder / "pyproject.toml").read_text())["project"]["version"]
+        assert importlib.import_module(module).__version__ == stated, (
+            f"{dist}: {module}.__version__ differs from its pyproject.toml ({stated})")
+    conf = (root / "docs" / "conf.py").read_text()
+    assert f'release = "{pf.__version__}"' in conf, "docs/conf.py release differs from pfor-core"
