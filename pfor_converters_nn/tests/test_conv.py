@@ -208,7 +208,7 @@ def test_filter_gradients_match_the_loop(batch, size, k, stride, dilation, cin, 
     testing.assert_matches_loop(body, PATCHES_N, rtol=1e-4, atol=1e-4)
     report = pf.explain(body, PATCHES_N)
     used = [r.converter for r in report.rows if r.op_type == "Conv2DBackpropFilter"]
-    assert used == ["pfor_converters_nn.conv_grad.convert_backprop_filter_patches"], used
+    assert used == ["pfor_converters_nn.conv_grad.convert_backprop_filter_windows"], used
 
 
 def test_under_xla_and_per_example_gradients_of_a_convnet():
@@ -250,3 +250,85 @@ def test_declined_cases_go_to_the_grouped_kernel(case):
     used = [r.converter for r in pf.explain(body, PATCHES_N).rows
             if r.op_type == "Conv2DBackpropFilter"]
     assert used == ["pfor_converters_nn.conv_grad.convert_backprop_filter_stacked_both"], used
+
+
+# Per-example depthwise filter gradients from the kernel taps' windows (conv_grad.py).
+
+WINDOWS = "pfor_converters_nn.conv_grad.convert_backprop_filter_windows"
+JOINED = "pfor_converters_nn.conv_grad.convert_backprop_filter_stacked_both"
+
+
+def _depthwise_filter_gradient(kind, x, dy, kernel, channels, multiplier, stride, dilation,
+                               padding):
+    explicit = []
+    if isinstance(padding, list):
+        explicit, padding = [p for pair in padding for p in pair], "EXPLICIT"
+    attrs = dict(input=x, out_backprop=dy, strides=[1, stride, stride, 1], padding=padding,
+                 explicit_paddings=explicit, dilations=[1, dilation, dilation, 1])
+    if kind == "depthwise":
+        return tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(
+            filter_sizes=[*kernel, channels, multiplier], **attrs)
+    return tf.raw_ops.Conv2DBackpropFilter(  # groups == channels, as Keras' Conv2D(groups=c)
+        filter_sizes=[*kernel, 1, channels * multiplier], **attrs)
+
+
+@given(kind=st.sampled_from(["depthwise", "grouped"]), batch=st.integers(1, 2),
+       size=st.integers(3, 9), kernel=st.lists(st.integers(1, 5), min_size=2, max_size=2),
+       stride=st.integers(1, 3), dilation=st.integers(1, 2), channels=st.integers(2, 4),
+       multiplier=st.integers(1, 2), seed=st.integers(0, 2**16),
+       padding=st.sampled_from(["SAME", "VALID", "EXPLICIT"]))
+def test_depthwise_filter_gradients_match_the_loop(kind, batch, size, kernel, stride, dilation,
+                                                   channels, multiplier, seed, padding):
+    """Depthwise kernels and Conv2D with one input channel per group, both operands
+    stacked: the taps' windows (strides through the stride phases), no fallback."""
+    # The CPU kernels: depthwise gradients have no dilation; grouped ones need oneDNN,
+    # which has no EXPLICIT padding; none take both a stride and a dilation above 1.
+    assume(kind == "grouped" or dilation == 1)
+    assume(kind == "depthwise" or (ONEDNN and padding != "EXPLICIT"))
+    assume(stride == 1 or dilation == 1)
+    if padding == "EXPLICIT":
+        padding = [[0, 0], [2, 0], [1, 1], [0, 0]]
+        out = [_out_size(size, k, stride, dilation, p) for k, p in zip(kernel, ([2, 0], [1, 1]))]
+    else:
+        out = [_out_size(size, k, stride, dilation, padding) for k in kernel]
+    assume(min(out) >= 1)
+    rng = np.random.default_rng(seed)
+    x = tf.constant(rng.normal(size=[PATCHES_N, batch, size, size, channels]), tf.float32)
+    dy = tf.constant(rng.normal(size=[PATCHES_N, batch, *out, channels * multiplier]),
+                     tf.float32)
+    body = lambda i: _depthwise_filter_gradient(kind, tf.gather(x, i), tf.gather(dy, i), kernel,
+                                                channels, multiplier, stride, dilation, padding)
+    testing.assert_matches_loop(body, PATCHES_N, rtol=1e-4, atol=1e-4, fallback="error")
+    used = [r.converter for r in pf.explain(body, PATCHES_N).rows if "Backprop" in r.op_type]
+    assert used == [WINDOWS], used
+
+
+@pytest.mark.parametrize("kernel, expected", [(3, JOINED), (5, WINDOWS)])
+def test_large_images_under_small_kernels_take_the_joined_kernel(kernel, expected):
+    """2**18 elements under a 3x3 kernel: the channel-joined kernel is the faster one
+    (conv_grad._joined_channels_pay); a 5x5 kernel takes the taps."""
+    rng = np.random.default_rng(3)
+    n, channels = 4, 64
+    x = tf.constant(rng.normal(size=[n, 1, 32, 32, channels]), tf.float32)
+    dy = tf.constant(rng.normal(size=[n, 1, 32, 32, channels]), tf.float32)
+    body = lambda i: _depthwise_filter_gradient("depthwise", tf.gather(x, i), tf.gather(dy, i),
+                                                [kernel, kernel], channels, 1, 1, 1, "SAME")
+    testing.assert_matches_loop(body, n, rtol=1e-4, atol=1e-3, fallback="error")
+    used = [r.converter for r in pf.explain(body, n).rows if "Backprop" in r.op_type]
+    assert used == [expected], used
+
+
+def test_per_example_gradients_of_a_depthwise_convnet_under_xla():
+    rng = np.random.default_rng(4)
+    x = tf.constant(rng.normal(size=[3, 9, 9, 4]), tf.float32)
+    w = tf.Variable(rng.normal(size=[5, 5, 4, 1]).astype(np.float32))
+    loss = lambda image: tf.reduce_sum(tf.tanh(tf.nn.depthwise_conv2d(
+        image[None], w, [1, 2, 2, 1], "SAME")) ** 2)
+    compiled = tf.function(lambda: pf.per_example_gradients(loss, [w], x, fallback="error")[0],
+                           jit_compile=True)
+    want = []
+    for b in range(3):
+        with tf.GradientTape() as tape:
+            y = loss(x[b])
+        want.append(tape.gradient(y, w))
+    testing.assert_allclose(compiled(), tf.stack(want), rtol=1e-4, atol=1e-4)

@@ -2,4 +2,4 @@
 convolutions (also grouped and depthwise), pooling, normalization, image ops and
 space/batch moves."""
 
-__version__ = "0.7.1"
+__version__ = "0.7.2"

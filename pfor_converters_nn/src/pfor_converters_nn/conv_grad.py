@@ -19,16 +19,20 @@ Grouped convolutions (input channels G times the filter's depth) use conv.py's g
 layouts: [G][n][c] beside an invariant operand, [n][G][c] with both stacked, n*G blocks
 for the block-diagonal filter.
 
-Per-example filter gradients as patches times out_backprop (Conv2DBackpropFilter with a
-stacked input and a stacked out_backprop, 2-D, static shapes): dW_j[i, k, c, o] = sum
-over positions p of x_j[p * stride + (i, k) * dilation, c] * dy_j[p, o]. The input's
-kh*kw shifted windows are cut out with strided slices and laid side by side (the im2col
-patches, [n, positions, kh*kw*cin]), then one batched matmul against out_backprop
-([n, positions, cout]) gives every iteration's filter gradient. XLA compiles this well
-on CPU, where the grouped convolution (n groups) is pathologically slow (44x at 16
-MNIST examples); without XLA it is also faster for small kernels
-(benchmarks/per_example_mnist.py). It is tried ahead of the grouped kernel, which takes
-what it declines.
+Per-example filter gradients from the kernel taps' windows (Conv2DBackpropFilter and
+DepthwiseConv2dNativeBackpropFilter with a stacked input and a stacked out_backprop, 2-D,
+static shapes): dW_j[i, k, c, o] = sum over positions p of
+x_j[p * stride + (i, k) * dilation, c] * dy_j[p, o]. Each tap's window of the padded
+input is a slice (of one stride phase when strides exceed 1). Plain Conv2D lays the
+windows side by side (the im2col patches, [n, positions, kh*kw*cin]) for one batched
+matmul against out_backprop: XLA compiles this well on CPU, where the grouped kernel (n
+groups) is pathologically slow (44x at 16 MNIST examples), and without XLA it is also
+faster for small kernels (benchmarks/per_example_mnist.py). Depthwise kernels (also
+Conv2D with one input channel per group, as ConvNeXt's) multiply each window by
+out_backprop and sum over the positions: the channel-joined CPU kernels run 5x5 kernels,
+and any kernel over images no larger than itself, at 1-60 ns per tap and element, the
+taps at 0.2-0.3 (benchmarks/real_models.py). Tried ahead of the grouped and joined
+kernels, which take what they decline.
 """
 
 from __future__ import annotations
@@ -197,39 +201,137 @@ def _pads(ctx, size, out, k, stride, dilation, axis):
     return total // 2, total - total // 2
 
 
-def convert_backprop_filter_patches(ctx):
+class _Windows:
+    """The static geometry of a 2-D filter gradient whose input and out_backprop are
+    both stacked, and each kernel tap's input window: for tap (i, k) the
+    [n*b, out_h, out_w, c] input values it meets at the output positions."""
+
+    def __init__(self, ctx, kernel):
+        x, _, dy = ctx.inputs
+        self.x_dims, self.dy_dims = x.shape.as_list(), dy.shape.as_list()
+        self.kernel = kernel
+        _, self.s_h, self.s_w, _ = ctx.attr("strides")
+        _, self.d_h, self.d_w, _ = ctx.attr("dilations")
+        _, height, width, _ = self.x_dims
+        _, self.out_h, self.out_w, _ = self.dy_dims
+        kh, kw = kernel
+        self.pads = [_pads(ctx, height, self.out_h, kh, self.s_h, self.d_h, 1),
+                     _pads(ctx, width, self.out_w, kw, self.s_w, self.d_w, 2)]
+
+    def taps(self, ctx, x):
+        """Yield every tap's window of the stacked input ``x``, row-major over the
+        kernel. Strides above 1 split the padded images into their stride phases once
+        (a reshape and a transpose), so each window is a plain slice: strided slices of
+        every window are several times slower."""
+        batch, height, width, c = self.x_dims
+        n = ctx.n_static if ctx.n_static is not None else ctx.n
+        kh, kw = self.kernel
+        (top, bottom), (left, right) = self.pads
+        rows = self._padded(height + top + bottom, kh, self.s_h, self.d_h, self.out_h)
+        cols = self._padded(width + left + right, kw, self.s_w, self.d_w, self.out_w)
+        images = shapes.reshape(x, [n * batch, height, width, c])
+        images = tf.pad(images, [[0, 0], [top, rows - height - top],
+                                 [left, cols - width - left], [0, 0]])
+        phased = self.s_h > 1 or self.s_w > 1
+        if phased:
+            images = tf.transpose(tf.reshape(images, [
+                n * batch, rows // self.s_h, self.s_h, cols // self.s_w, self.s_w, c]),
+                [0, 2, 4, 1, 3, 5])
+        for i in range(kh):
+            for k in range(kw):
+                a, b = i * self.d_h, k * self.d_w
+                if phased:
+                    yield images[:, a % self.s_h, b % self.s_w, a // self.s_h:a // self.s_h
+                                 + self.out_h, b // self.s_w:b // self.s_w + self.out_w, :]
+                else:
+                    yield images[:, a:a + self.out_h, b:b + self.out_w, :]
+
+    @staticmethod
+    def _padded(size, k, stride, dilation, out):
+        """The padded extent, rounded up to whole strides (the phases' reshape)."""
+        span = max(size, (out - 1) * stride + (k - 1) * dilation + 1)
+        return -(-span // stride) * stride
+
+
+def _static_geometry(ctx):
+    """(filter shape, _Windows) where every size is static and the op 2-D, else None."""
     x, sizes, dy = ctx.inputs
     filter_shape = tf.get_static_value(sizes.tensor)
-    x_dims, dy_dims = x.shape.as_list(), dy.shape.as_list()
-    if filter_shape is None or None in x_dims or None in dy_dims or len(x_dims) != 4:
-        return ctx.decline("patches need static shapes")
-    kh, kw, cin, cout = (int(d) for d in filter_shape)
-    batch, height, width, channels = x_dims
-    _, out_h, out_w, _ = dy_dims
-    if channels != cin:
-        return ctx.decline("grouped convolution")
+    if (filter_shape is None or None in x.shape.as_list() or None in dy.shape.as_list()
+            or len(x.shape) != 4):
+        return None
+    filter_shape = [int(d) for d in filter_shape]
+    return filter_shape, _Windows(ctx, filter_shape[:2])
+
+
+@_checked
+def convert_backprop_filter_windows(ctx):
+    """Both stacked, static shapes: every iteration's filter gradient from the kernel
+    taps' input windows. Depthwise (one input channel per group: also Conv2D with
+    groups equal to its channels): per tap, the window times out_backprop summed over
+    the positions. Plain Conv2D: the windows laid side by side (im2col) and one batched
+    matmul with out_backprop."""
+    geometry = _static_geometry(ctx)
+    if geometry is None:
+        return ctx.decline("windows need static shapes")
+    (kh, kw, depth, cout), windows = geometry
+    channels = windows.x_dims[-1]
+    if ctx.op_type == "DepthwiseConv2dNativeBackpropFilter" or depth == 1 < channels:
+        if _joined_channels_pay(ctx, windows):
+            return ctx.decline("small kernel over large images: the joined kernel is faster")
+        # Multiplier m: the depthwise filter is [kh, kw, c, m], the grouped one [kh, kw, 1, c*m].
+        multiplier = cout * depth // channels
+        return Stacked(tensor=_depthwise_taps(ctx, windows, channels, multiplier,
+                                              [kh, kw, depth, cout]))
+    if channels != depth:
+        return ctx.decline("grouped convolution with several channels per group")
     if kh * kw > _MAX_TAPS_EAGER and not ctx.compiled:
         return ctx.decline("large kernel: the grouped kernel is cheaper without XLA")
-    _, s_h, s_w, _ = ctx.attr("strides")
-    _, d_h, d_w, _ = ctx.attr("dilations")
-    top, bottom = _pads(ctx, height, out_h, kh, s_h, d_h, 1)
-    left, right = _pads(ctx, width, out_w, kw, s_w, d_w, 2)
+    return Stacked(tensor=_patches_matmul(ctx, windows, depth, cout))
+
+
+def _joined_channels_pay(ctx, windows) -> bool:
+    """Whether the channel-joined depthwise kernel (n in the channels, one op) beats the
+    taps. Measured on CPU (n*b*h*w*c elements, ns per tap and element): it runs at
+    0.1-0.2 for kernels of up to 3x3 over images larger than the kernel with 2**18
+    elements or more, and at 1-60 for 5x5 and larger or images no larger than the
+    kernel, where the taps run at 0.2-0.3. XLA compiles the taps into fused loops."""
+    kh, kw = windows.kernel
+    batch, height, width, c = windows.x_dims
+    n = ctx.n_static
+    if ctx.compiled or n is None or kh * kw > 9:
+        return False
+    extent = max((kh - 1) * windows.d_h + 1, (kw - 1) * windows.d_w + 1)
+    return min(height, width) > extent and n * batch * height * width * c >= 2 ** 18
+
+
+def _depthwise_taps(ctx, windows, channels, multiplier, filter_shape):
+    x, _, dy = ctx.inputs
     n = ctx.n_static if ctx.n_static is not None else ctx.n
-    images = shapes.reshape(x.tensor, [n * batch, height, width, cin])
-    images = tf.pad(images, [[0, 0], [top, bottom], [left, right], [0, 0]])
-    windows = [images[:, i * d_h:i * d_h + (out_h - 1) * s_h + 1:s_h,
-                      j * d_w:j * d_w + (out_w - 1) * s_w + 1:s_w, :]
-               for i in range(kh) for j in range(kw)]
-    positions = batch * out_h * out_w
-    patches = shapes.reshape(tf.stack(windows, axis=3), [n, positions, kh * kw * cin])
+    positions = windows.x_dims[0] * windows.out_h * windows.out_w
+    grads = shapes.reshape(dy.tensor, [n, positions, channels, multiplier])
+    per_tap = [tf.reduce_sum(shapes.reshape(w, [n, positions, channels, 1]) * grads, 1)
+               for w in windows.taps(ctx, x.tensor)]
+    return shapes.reshape(tf.stack(per_tap, 1), [n] + filter_shape)
+
+
+def _patches_matmul(ctx, windows, cin, cout):
+    """dW_j[i, k, c, o] = sum over positions p of x_j[p * stride + (i, k) * dilation, c]
+    * dy_j[p, o]: the im2col patches [n, positions, kh*kw*cin] times out_backprop."""
+    x, _, dy = ctx.inputs
+    n = ctx.n_static if ctx.n_static is not None else ctx.n
+    kh, kw = windows.kernel
+    positions = windows.x_dims[0] * windows.out_h * windows.out_w
+    patches = shapes.reshape(tf.stack(list(windows.taps(ctx, x.tensor)), axis=3),
+                             [n, positions, kh * kw * cin])
     grads = shapes.reshape(dy.tensor, [n, positions, cout])
     out = tf.linalg.matmul(patches, grads, transpose_a=True)
-    return Stacked(tensor=shapes.reshape(out, [n, kh, kw, cin, cout]))
+    return shapes.reshape(out, [n, kh, kw, cin, cout])
 
 
 def register(registry):
-    """Add the gradient kernels' converters to the pack's registrar (the patches ahead
-    of the grouped kernel, which takes what they decline)."""
+    """Add the gradient kernels' converters to the pack's registrar (the windows ahead
+    of the grouped and channel-joined kernels, which take what they decline)."""
     inputs = ["Conv2DBackpropInput", "Conv3DBackpropInputV2", "DepthwiseConv2dNativeBackpropInput"]
     filters = ["Conv2DBackpropFilter", "Conv3DBackpropFilterV2",
                "DepthwiseConv2dNativeBackpropFilter"]
@@ -239,5 +341,5 @@ def register(registry):
     registry.add(filters, convert_backprop_filter_stacked_input, inputs="SUU")
     registry.add(filters, convert_backprop_filter_stacked_grad, inputs="UUS")
     registry.add(filters, convert_backprop_filter_stacked_both, inputs="SUS")
-    registry.add("Conv2DBackpropFilter", convert_backprop_filter_patches, inputs="SUS",
-                 priority=1)
+    registry.add(["Conv2DBackpropFilter", "DepthwiseConv2dNativeBackpropFilter"],
+                 convert_backprop_filter_windows, inputs="SUS", priority=1)
