@@ -3,13 +3,16 @@
 Tasks, each with the loss users write and ``training=False``:
 - ``batching``: the model written for one example (``model(x[None])``) over a batch;
 - ``grads``: per-example gradients of a cross-entropy loss w.r.t. every weight;
-- ``jacobian``: the jacobian of the logits w.r.t. one example's input (``pf.jacobian``
-  against ``tape.jacobian``, vectorized by TensorFlow, and a loop of gradients).
+- ``jacobian``: the jacobian of one example's logits w.r.t. its input (``pf.jacobian``
+  against TensorFlow's vectorizer over the logits and a loop of gradients); it does not
+  depend on the batch, so it runs once per model (batch column 1).
 Models: keras.applications MobileNetV3Small and EfficientNetB0 (depthwise convolutions),
 ConvNeXtTiny (grouped 7x7 convolutions), DenseNet121 (dense concatenation), and, where
 keras_hub is installed (``pip install --no-deps keras-hub regex tokenizers``), a small
 BERT-style encoder (attention); a GRU classifier (recurrent). All run in one process,
-side by side (_bench.compare), 2 threads unless --threads says otherwise.
+side by side (_bench.compare), 2 threads unless --threads says otherwise; each model
+in a subprocess of its own (what one model's graphs hold stays out of the next one's
+figures). ``hand`` is the model called on the batch: the floor for ``batching``.
 
 Run: .venv/bin/python benchmarks/real_models.py [--models ...] [--tasks ...]
      [--batch 4 32] [--size 64] [--budget 1]
@@ -18,8 +21,11 @@ Run: .venv/bin/python benchmarks/real_models.py [--models ...] [--tasks ...]
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _bench  # noqa: E402
@@ -57,8 +63,8 @@ def _bert(_size):
         vocabulary_size=1000, num_layers=2, num_heads=2, hidden_dim=64,
         intermediate_dim=128, max_sequence_length=32)
     ids = keras.Input([32], dtype="int32")
-    pooled = backbone({"token_ids": ids, "segment_ids": tf.zeros_like(ids),
-                       "padding_mask": tf.ones_like(ids)})["pooled_output"]
+    pooled = backbone({"token_ids": ids, "segment_ids": keras.ops.zeros_like(ids),
+                       "padding_mask": keras.ops.ones_like(ids)})["pooled_output"]
     return keras.Model(ids, keras.layers.Dense(CLASSES)(pooled)), [32], tf.int32
 
 
@@ -79,7 +85,8 @@ def _inputs(shape, dtype, n):
 
 
 def _tasks(model, x, labels):
-    """{task: {implementation: zero-argument tf.function}}."""
+    """{task: {implementation: zero-argument tf.function}}; ``body`` is one iteration
+    (not timed: the graph ops of the others are counted per op of it)."""
     variables = model.trainable_variables
     xent = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     n = int(x.shape[0])
@@ -112,6 +119,7 @@ def _tasks(model, x, labels):
             "tf.vectorized_map": lambda: tf.vectorized_map(
                 lambda xi: model(xi[None], training=False)[0], x),
             "loop": lambda: tf.map_fn(one_logits, tf.range(n), fn_output_signature=tf.float32),
+            "hand": lambda: model(x, training=False),
         },
         "grads": {
             "pfor": lambda: pf.per_example_gradients(loss_fn, variables, x, labels,
@@ -127,83 +135,151 @@ def _tasks(model, x, labels):
             "tf.vectorized_map": lambda: tf.vectorized_map(jac_body, tf.range(CLASSES)),
             "loop": lambda: tf.map_fn(jac_body, tf.range(CLASSES), fn_output_signature=x.dtype),
         }
+    tasks["batching"]["body"] = lambda: one_logits(0)
+    tasks["grads"]["body"] = lambda: one_grad(0)
+    if floats:
+        tasks["jacobian"]["body"] = lambda: jac_body(0)
     return {task: {impl: tf.function(fn) for impl, fn in impls.items()}
             for task, impls in tasks.items()}
 
 
 def _max_rel_diff(got, want):
-    diffs = []
+    """The largest difference over the largest value of all outputs together: some
+    gradients are zero up to rounding (a key projection's bias under softmax), where a
+    difference relative to the tensor itself means nothing."""
+    diff = scale = 0.0
     for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
         g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
-        g = g.reshape(w.shape)
-        diffs.append(np.max(np.abs(g - w)) / max(np.max(np.abs(w)), 1e-12))
-    return max(diffs)
+        diff = max(diff, np.max(np.abs(g.reshape(w.shape) - w), initial=0.0))
+        scale = max(scale, np.max(np.abs(w), initial=0.0))
+    return diff / max(scale, 1e-12)
 
 
-def run(models, tasks, batches, size, budget):
+def run(name, tasks, batches, size, budget, crashed=()):
+    """The rows of one model: dicts of model, task, batch, times, failures, diff. The
+    implementations in ``crashed`` are not run (marked as crashing the process)."""
+    try:
+        model, shape, dtype = MODELS[name](size)
+    except ImportError as error:
+        print(f"{name}: skipped ({error})", flush=True)
+        return []
     rows = []
-    for name in models:
-        try:
-            model, shape, dtype = MODELS[name](size)
-        except ImportError as error:
-            print(f"{name}: skipped ({error})", flush=True)
-            continue
-        for n in batches:
-            x = _inputs(shape, dtype, n)
-            labels = tf.random.stateless_uniform([n], [2, 3], maxval=CLASSES, dtype=tf.int32)
-            for task, impls in _tasks(model, x, labels).items():
-                if task not in tasks:
-                    continue
-                live, notes = {}, {}
-                for impl, fn in impls.items():
-                    try:
-                        out = fn()
-                    except Exception as error:  # pylint: disable=broad-except
-                        notes[impl] = f"{type(error).__name__}"
-                        continue
-                    live[impl] = fn
-                    notes[impl] = out
-                want = notes.get("loop")
-                diff = (_max_rel_diff(notes["pfor"], want)
-                        if "pfor" in live and "loop" in live else None)
-                times = _bench.compare(live, budget=budget, rounds=3)
-                row = dict(model=name, task=task, batch=n, diff=diff, times=times,
-                           failed={k: v for k, v in notes.items() if isinstance(v, str)})
-                rows.append(row)
-                print(_format(row), flush=True)
+    for n in batches:
+        x = _inputs(shape, dtype, n)
+        labels = tf.random.stateless_uniform([n], [2, 3], maxval=CLASSES, dtype=tf.int32)
+        for task, impls in _tasks(model, x, labels).items():
+            if task in tasks and (task != "jacobian" or n == batches[0]):
+                impls = {k: v for k, v in impls.items() if k not in crashed}
+                rows.append(_cell(name, task, 1 if task == "jacobian" else n, impls, budget))
+                rows[-1]["failed"].update({impl: "crashed" for impl in crashed})
+                print(_format(rows[-1]), flush=True)
     return rows
 
 
+def _cell(name, task, n, impls, budget):
+    """Every implementation called once (pfor checked against the loop), then timed
+    side by side; one that fails is named with its error's type. ``ops`` is the graph
+    ops of pfor's and TensorFlow's function per op of the body (TensorFlow's include
+    the traced body, which its graph keeps)."""
+    body = _graph_ops(impls.pop("body"))
+    live, outs, failed, ops = {}, {}, {}, {}
+    for impl, fn in impls.items():
+        try:
+            outs[impl] = fn()
+        except Exception as error:  # pylint: disable=broad-except
+            failed[impl] = type(error).__name__
+            continue
+        live[impl] = fn
+        if impl in ("pfor", "tf.vectorized_map"):
+            ops[impl] = round(_graph_ops(fn) / body, 2)
+    diff = _max_rel_diff(outs["pfor"], outs["loop"]) if "pfor" in outs and "loop" in outs else None
+    return dict(model=name, task=task, batch=n, diff=diff, failed=failed, ops=ops,
+                times=_bench.compare(live, budget=budget, rounds=5))
+
+
+def _graph_ops(fn) -> int:
+    return len(fn.get_concrete_function().graph.get_operations())
+
+
+IMPLS = ("pfor", "tf.vectorized_map", "loop", "hand")
+
+
 def _format(row):
+    """One line: every implementation's ms per call, then the peers' times over pfor's."""
     t = row["times"]
     cells = [f"{row['model']:<19} {row['task']:<9} {row['batch']:>4}"]
-    for impl in ("pfor", "tf.vectorized_map", "loop"):
-        cells.append(f"{impl}={t[impl] * 1e3:9.1f} ms" if impl in t else
-                     f"{impl}={row['failed'].get(impl, '-'):>12}")
-    if "pfor" in t:
-        for peer in ("tf.vectorized_map", "loop"):
-            if peer in t:
-                cells.append(f"x{peer.split('.')[-1]}={t[peer] / t['pfor']:.2f}")
+    for impl in IMPLS:
+        if impl in t:
+            cells.append(f"{impl}={t[impl] * 1e3:9.1f} ms")
+        elif impl in row["failed"]:
+            cells.append(f"{impl}={row['failed'][impl]}")
+    for peer in IMPLS[1:]:
+        if "pfor" in t and peer in t:
+            cells.append(f"x{peer.split('.')[-1]}={t[peer] / t['pfor']:.2f}")
     if row["diff"] is not None:
         cells.append(f"diff={row['diff']:.0e}")
+    cells += [f"ops/op {impl}={ratio}" for impl, ratio in row["ops"].items()]
     return "  ".join(cells)
+
+
+def _markdown(rows):
+    lines = ["| model | task | batch | pfor ms | tf.vectorized_map ms | loop ms | hand ms | "
+             "vs tf.vectorized_map | vs loop | ops/op pfor | ops/op TF |", "|" + " --- |" * 11]
+    for row in rows:
+        t = row["times"]
+        ms = [f"{t[i] * 1e3:.1f}" if i in t else row["failed"].get(i, "") for i in IMPLS]
+        ratios = [f"{t[p] / t['pfor']:.2f}x" if "pfor" in t and p in t else ""
+                  for p in IMPLS[1:3]]
+        ops = [str(row["ops"].get(i, "")) for i in IMPLS[:2]]
+        lines.append(f"| {row['model']} | {row['task']} | {row['batch']} | "
+                     + " | ".join(ms + ratios + ops) + " |")
+    return "\n".join(lines)
+
+
+def _run_child(name, args, path):
+    """One model's rows from a subprocess; TensorFlow's vectorizer crashes the process on
+    some models (a segmentation fault on BERT), and then the model runs again without it."""
+    command = [sys.executable, os.path.abspath(__file__), "--models", name,
+               "--tasks", *args.tasks, "--batch", *map(str, args.batch),
+               "--size", str(args.size), "--budget", str(args.budget),
+               "--threads", str(args.threads), "--json", path]
+    for crashed in ([], ["tf.vectorized_map"]):
+        if subprocess.run(command + ["--crashed", *crashed], check=False).returncode == 0:
+            with open(path, encoding="utf-8") as rows:
+                return json.load(rows)
+        print(f"{name}: the run failed (above)" + ("" if crashed else
+              "; again without tf.vectorized_map"), flush=True)
+    return []
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--tasks", nargs="+", default=["batching", "grads", "jacobian"])
+    parser.add_argument("--tasks", nargs="+", default=["batching", "grads", "jacobian"],
+                        choices=["batching", "grads", "jacobian"])
     parser.add_argument("--batch", nargs="+", type=int, default=[4, 32])
     parser.add_argument("--size", type=int, default=64, help="image side")
-    parser.add_argument("--budget", type=float, default=1.0, help="seconds per cell")
+    parser.add_argument("--budget", type=float, default=2.0, help="seconds per cell")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", help=argparse.SUPPRESS)  # a child's rows go here
+    parser.add_argument("--crashed", nargs="*", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    if args.json:
+        rows = run(args.models[0], args.tasks, args.batch, args.size, args.budget,
+                   args.crashed)
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(rows, out)
+        return
     print(_bench.header("Real Keras models per example: pfor vs tf.vectorized_map vs a loop"))
-    print("x<peer> = the peer's time over pfor's (above 1: pfor is faster)")
-    run(args.models, args.tasks, args.batch, args.size, args.budget)
+    print("x<peer> = the peer's time over pfor's (above 1: pfor is faster)", flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in args.models:
+            rows += _run_child(name, args, os.path.join(folder, f"{name}.json"))
+    print("\n" + _markdown(rows))
 
 
 if __name__ == "__main__":
