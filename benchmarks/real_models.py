@@ -155,28 +155,38 @@ def _max_rel_diff(got, want):
     return diff / max(scale, 1e-12)
 
 
-def run(name, tasks, batches, size, budget, crashed=()):
-    """The rows of one model: dicts of model, task, batch, times, failures, diff. The
-    implementations in ``crashed`` are not run (marked as crashing the process)."""
+def run(name, tasks, batches, size, budget, journal, skip=()):
+    """One model's cells, each appended to ``journal`` (JSON lines) as a row: model,
+    task, batch, times, failures, diff, ops. Before each implementation's first call and
+    before the timing, a line names the step, so that a crash can be told apart; steps
+    in ``skip`` ("task/batch" for a cell done, "task/batch/impl" for one that crashed)
+    are not run again."""
     try:
         model, shape, dtype = MODELS[name](size)
     except ImportError as error:
         print(f"{name}: skipped ({error})", flush=True)
-        return []
-    rows = []
+        return
     for n in batches:
         x = _inputs(shape, dtype, n)
         labels = tf.random.stateless_uniform([n], [2, 3], maxval=CLASSES, dtype=tf.int32)
         for task, impls in _tasks(model, x, labels).items():
-            if task in tasks and (task != "jacobian" or n == batches[0]):
-                impls = {k: v for k, v in impls.items() if k not in crashed}
-                rows.append(_cell(name, task, 1 if task == "jacobian" else n, impls, budget))
-                rows[-1]["failed"].update({impl: "crashed" for impl in crashed})
-                print(_format(rows[-1]), flush=True)
-    return rows
+            cell = f"{task}/{1 if task == 'jacobian' else n}"
+            if task in tasks and (task != "jacobian" or n == batches[0]) and cell not in skip:
+                crashed = {i for i in impls if f"{cell}/{i}" in skip}
+                step = lambda what, c=cell: _write(journal, {"step": f"{c}/{what}"})
+                row = _cell(name, task, int(cell.split("/")[1]),
+                            {i: f for i, f in impls.items() if i not in crashed}, budget, step)
+                row["failed"].update({i: "crashed" for i in crashed})
+                _write(journal, {"row": row})
+                print(_format(row), flush=True)
 
 
-def _cell(name, task, n, impls, budget):
+def _write(journal, record):
+    with open(journal, "a", encoding="utf-8") as out:
+        out.write(json.dumps(record) + "\n")
+
+
+def _cell(name, task, n, impls, budget, step):
     """Every implementation called once (pfor checked against the loop), then timed
     side by side; one that fails is named with its error's type. ``ops`` is the graph
     ops of pfor's and TensorFlow's function per op of the body (TensorFlow's include
@@ -184,6 +194,7 @@ def _cell(name, task, n, impls, budget):
     body = _graph_ops(impls.pop("body"))
     live, outs, failed, ops = {}, {}, {}, {}
     for impl, fn in impls.items():
+        step(impl)
         try:
             outs[impl] = fn()
         except Exception as error:  # pylint: disable=broad-except
@@ -193,6 +204,7 @@ def _cell(name, task, n, impls, budget):
         if impl in ("pfor", "tf.vectorized_map"):
             ops[impl] = round(_graph_ops(fn) / body, 2)
     diff = _max_rel_diff(outs["pfor"], outs["loop"]) if "pfor" in outs and "loop" in outs else None
+    step("timing")
     return dict(model=name, task=task, batch=n, diff=diff, failed=failed, ops=ops,
                 times=_bench.compare(live, budget=budget, rounds=5))
 
@@ -236,20 +248,36 @@ def _markdown(rows):
     return "\n".join(lines)
 
 
-def _run_child(name, args, path):
-    """One model's rows from a subprocess; TensorFlow's vectorizer crashes the process on
-    some models (a segmentation fault on BERT), and then the model runs again without it."""
+def _run_child(name, args, journal):
+    """One model's rows from a subprocess. TensorFlow's vectorizer crashes the process
+    on some models (a segmentation fault on BERT, memory on ConvNeXt's gradients): then
+    the model runs again from the step that crashed, which is marked and skipped (a crash
+    while timing runs the cell again without TensorFlow's vectorizer)."""
     command = [sys.executable, os.path.abspath(__file__), "--models", name,
                "--tasks", *args.tasks, "--batch", *map(str, args.batch),
                "--size", str(args.size), "--budget", str(args.budget),
-               "--threads", str(args.threads), "--json", path]
-    for crashed in ([], ["tf.vectorized_map"]):
-        if subprocess.run(command + ["--crashed", *crashed], check=False).returncode == 0:
-            with open(path, encoding="utf-8") as rows:
-                return json.load(rows)
-        print(f"{name}: the run failed (above)" + ("" if crashed else
-              "; again without tf.vectorized_map"), flush=True)
-    return []
+               "--threads", str(args.threads), "--json", journal]
+    skip, rows = [], []
+    for _ in range(8):
+        done = subprocess.run(command + ["--skip", *skip], check=False).returncode == 0
+        records = []
+        if os.path.exists(journal):
+            with open(journal, encoding="utf-8") as lines:
+                records = [json.loads(line) for line in lines]
+            os.remove(journal)
+        rows += [r["row"] for r in records if "row" in r]
+        skip = sorted(set(skip) | {f"{r['task']}/{r['batch']}" for r in rows})
+        steps = [r["step"] for r in records if "step" in r]
+        if done or not steps:
+            return rows
+        crashed = steps[-1]
+        print(f"{name}: {crashed} crashed the process; the rest runs again", flush=True)
+        if crashed.endswith("/timing"):  # the one implementation seen crashing
+            crashed = crashed.replace("/timing", "/tf.vectorized_map")
+            if crashed in skip:
+                return rows
+        skip.append(crashed)
+    return rows
 
 
 def main():
@@ -262,16 +290,15 @@ def main():
     parser.add_argument("--size", type=int, default=64, help="image side")
     parser.add_argument("--budget", type=float, default=2.0, help="seconds per cell")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json", help=argparse.SUPPRESS)  # a child's rows go here
-    parser.add_argument("--crashed", nargs="*", default=[], help=argparse.SUPPRESS)
+    parser.add_argument("--out", help="also write the rows to this JSON file")
+    parser.add_argument("--json", help=argparse.SUPPRESS)  # a child's journal
+    parser.add_argument("--skip", nargs="*", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     if args.json:
-        rows = run(args.models[0], args.tasks, args.batch, args.size, args.budget,
-                   args.crashed)
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(rows, out)
+        run(args.models[0], args.tasks, args.batch, args.size, args.budget, args.json,
+            args.skip)
         return
     print(_bench.header("Real Keras models per example: pfor vs tf.vectorized_map vs a loop"))
     print("x<peer> = the peer's time over pfor's (above 1: pfor is faster)", flush=True)
@@ -280,6 +307,9 @@ def main():
         for name in args.models:
             rows += _run_child(name, args, os.path.join(folder, f"{name}.json"))
     print("\n" + _markdown(rows))
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as out:
+            json.dump(rows, out, indent=1)
 
 
 if __name__ == "__main__":

@@ -100,3 +100,22 @@ def test_graph_classification_benchmark_runs_and_checks_every_column():
     names = {r[1] for r in (line.split() for line in result.stdout.splitlines())
              if r and r[0] == "3"}
     assert {"disjoint", "pfor", "map_fn"} <= names, result.stdout
+
+
+def test_real_models_benchmark_runs_and_pfor_matches(tmp_path):
+    """benchmarks/real_models.py on its smallest model (a GRU classifier), batch 2: every
+    task runs in every implementation, pfor's results match the loop's."""
+    script = RUN.parent / "real_models.py"
+    out = tmp_path / "rows.json"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, str(script), "--models", "gru", "--batch", "2",
+                             "--budget", "0.01", "--out", str(out)], capture_output=True,
+                            text=True, timeout=600, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert {r["task"] for r in rows} == {"batching", "grads", "jacobian"}
+    for row in rows:
+        assert not row["failed"], row
+        assert set(row["times"]) >= {"pfor", "tf.vectorized_map", "loop"}, row
+        assert row["diff"] < 1e-4, row
+        assert row["ops"]["pfor"] > 0, row

@@ -3,6 +3,7 @@ gradients of unrolled recurrences, against the loop, with the graph checked to h
 one contraction and no per-step ``[n, p, q]`` product."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -77,6 +78,28 @@ def test_one_contraction_for_all_steps():
     made = _products(_graph_ops(lambda: pf.pfor(body, n, fallback="error")), p, q)
     assert [op.type for op in made] == ["BatchMatMulV2"], [op.type for op in made]
     assert made[0].inputs[0].shape[1] == steps  # contracted over every step at once
+
+
+@pytest.mark.parametrize("stacked_side", ["a", "b"])
+def test_a_thin_product_with_an_invariant_operand_read_alone_is_one_2d_matmul(stacked_side):
+    """An input gradient (cotangent times an invariant weight, thin contraction) read by
+    no add of products: one 2-D MatMul, no n copies of the weight for a batched one."""
+    rng = np.random.default_rng(5)
+    n, k, p, q = 4, 8, 64, 96
+    stacked = tf.constant(rng.standard_normal([n, p, k] if stacked_side == "a" else [n, q, k]),
+                          tf.float32)
+    weight = tf.constant(rng.standard_normal([q, k] if stacked_side == "a" else [p, k]),
+                         tf.float32)
+
+    def body(i):
+        if stacked_side == "a":
+            return tf.tanh(tf.matmul(stacked[i], weight, transpose_b=True))
+        return tf.tanh(tf.matmul(weight, stacked[i], transpose_b=True))
+
+    testing.assert_matches_loop(body, n, fallback="error", rtol=1e-4, atol=1e-4)
+    types = [op.type for op in _graph_ops(lambda: pf.pfor(body, n, fallback="error"))]
+    assert "BroadcastTo" not in types and "BatchMatMulV2" not in types, types
+    assert types.count("MatMul") == 1, types
 
 
 def _thin_operands(seed):

@@ -15,22 +15,37 @@ import tensorflow as tf
 
 from pfor_core.extend import Decline, Stacked, View, thin_products
 
+from pfor_converters_math import matmul
+
 _ADDS = ("AddN", "AddV2", "Add")
 
 
 class Products(View):
     """Per iteration ``sum_j a_j^T @ b_j``: ``terms`` holds stacked pairs ``(a_j, b_j)``
     of shapes ``[n, K_j, p]`` and ``[n, K_j, q]``. ``tensor`` is the sum as one batched
-    matmul over the concatenated ``K_j`` (built once per graph, on first read)."""
+    matmul over the concatenated ``K_j`` (built once per graph, on first read), or
+    ``alone`` where given: the one product computed without the view (for a term with
+    a broadcast invariant operand, read by no add of products)."""
 
-    __slots__ = ("terms", "_built")
+    __slots__ = ("_terms", "_built", "alone")
 
-    def __init__(self, terms):  # pylint: disable=super-init-not-called
-        object.__setattr__(self, "terms", tuple(terms))
+    def __init__(self, terms, alone=None):  # pylint: disable=super-init-not-called
+        """``terms`` a list, or (with ``alone``) a callable that builds it when an add
+        joins this view, so that a product read alone emits nothing else."""
+        object.__setattr__(self, "_terms", terms if callable(terms) else tuple(terms))
         object.__setattr__(self, "_built", {})
+        object.__setattr__(self, "alone", alone)
+
+    @property
+    def terms(self):
+        if callable(self._terms):
+            object.__setattr__(self, "_terms", tuple(self._terms()))
+        return self._terms
 
     @property
     def tensor(self) -> tf.Tensor:  # pylint: disable=invalid-overridden-method
+        if self.alone is not None:
+            return self.alone
         graph = tf.compat.v1.get_default_graph()
         if graph not in self._built:
             self._built[graph] = thin_products.summed(
@@ -43,15 +58,18 @@ class Products(View):
 
     @property
     def dtype(self):
-        return self.terms[0][0].dtype
+        return self.alone.dtype if self.alone is not None else self.terms[0][0].dtype
 
     @property
     def shape(self) -> tf.TensorShape:
+        if self.alone is not None:
+            return self.alone.shape[1:]
         a, b = self.terms[0]
         return tf.TensorShape([a.shape[-1], b.shape[-1]])
 
     def __repr__(self):
-        return f"Products({len(self.terms)} terms, shape={self.shape})"
+        count = 1 if callable(self._terms) else len(self._terms)  # unbuilt: one term
+        return f"Products({count} terms, shape={self.shape})"
 
 
 def _rows_first(tensor, transposed):
@@ -75,7 +93,15 @@ def convert_thin_matmul(ctx):
     if not thin_products.thin(*thin_products.matmul_sizes(a.shape, b.shape, ta, tb)):
         raise Decline("the contraction is not thin or its sizes are not static")
     # a^T as [K, p] is a as stored when transpose_a; b as [K, q] is b unless transpose_b.
-    return Products([(_rows_first(ctx.stack(a), ta), _rows_first(ctx.stack(b), not tb))])
+    terms = lambda: [(_rows_first(ctx.stack(a), ta), _rows_first(ctx.stack(b), not tb))]  # noqa: E731
+    if a.is_stacked and b.is_stacked:
+        return Products(terms())
+    # Read alone (an input gradient, not a weight gradient's sum), the product is one
+    # 2-D matmul rather than a batched one against n broadcast copies of the invariant
+    # operand; an add of products joins the terms instead (the unused product is pruned).
+    plain = (matmul.convert_matmul_stacked_invariant if a.is_stacked
+             else matmul.convert_matmul_invariant_stacked)(ctx)
+    return Products(terms, alone=plain.tensor)
 
 
 def convert_add_of_products(ctx):
