@@ -155,12 +155,12 @@ def _max_rel_diff(got, want):
     return diff / max(scale, 1e-12)
 
 
-def run(name, tasks, batches, size, budget, journal, skip=()):
+def run(name, tasks, batches, size, budget, journal, skip=(), without=()):
     """One model's cells, each appended to ``journal`` (JSON lines) as a row: model,
     task, batch, times, failures, diff, ops. Before each implementation's first call and
     before the timing, a line names the step, so that a crash can be told apart; steps
     in ``skip`` ("task/batch" for a cell done, "task/batch/impl" for one that crashed)
-    are not run again."""
+    are not run again, nor the implementations named in ``without``."""
     try:
         model, shape, dtype = MODELS[name](size)
     except ImportError as error:
@@ -175,8 +175,10 @@ def run(name, tasks, batches, size, budget, journal, skip=()):
                 crashed = {i for i in impls if f"{cell}/{i}" in skip}
                 step = lambda what, c=cell: _write(journal, {"step": f"{c}/{what}"})
                 row = _cell(name, task, int(cell.split("/")[1]),
-                            {i: f for i, f in impls.items() if i not in crashed}, budget, step)
+                            {i: f for i, f in impls.items()
+                             if i not in crashed and i not in without}, budget, step)
                 row["failed"].update({i: "crashed" for i in crashed})
+                row["failed"].update({i: "not run" for i in without})
                 _write(journal, {"row": row})
                 print(_format(row), flush=True)
 
@@ -257,6 +259,8 @@ def _run_child(name, args, journal):
                "--tasks", *args.tasks, "--batch", *map(str, args.batch),
                "--size", str(args.size), "--budget", str(args.budget),
                "--threads", str(args.threads), "--json", journal]
+    if args.without:
+        command += ["--without", *args.without]
     skip, rows = [], []
     for _ in range(8):
         done = subprocess.run(command + ["--skip", *skip], check=False).returncode == 0
@@ -290,6 +294,9 @@ def main():
     parser.add_argument("--size", type=int, default=64, help="image side")
     parser.add_argument("--budget", type=float, default=2.0, help="seconds per cell")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--without", nargs="+", default=[], choices=IMPLS[1:],
+                        help="peers not to run (TensorFlow's vectorizer crashes on BERT and "
+                        "leaves oneDNN broken for the kernels run after it in the process)")
     parser.add_argument("--out", help="also write the rows to this JSON file")
     parser.add_argument("--json", help=argparse.SUPPRESS)  # a child's journal
     parser.add_argument("--skip", nargs="*", default=[], help=argparse.SUPPRESS)
@@ -298,7 +305,7 @@ def main():
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     if args.json:
         run(args.models[0], args.tasks, args.batch, args.size, args.budget, args.json,
-            args.skip)
+            args.skip, args.without)
         return
     print(_bench.header("Real Keras models per example: pfor vs tf.vectorized_map vs a loop"))
     print("x<peer> = the peer's time over pfor's (above 1: pfor is faster)", flush=True)

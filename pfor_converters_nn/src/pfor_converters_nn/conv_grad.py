@@ -306,6 +306,8 @@ def _joined_channels_pay(ctx, windows) -> bool:
 
 
 def _depthwise_taps(ctx, windows, channels, multiplier, filter_shape):
+    """dW_j[i, k, c, m] = sum over positions p of (tap (i, k)'s window of x_j)[p, c] *
+    dy_j[p, c * multiplier + m]: per tap, the window times out_backprop, summed."""
     x, _, dy = ctx.inputs
     n = ctx.n_static if ctx.n_static is not None else ctx.n
     positions = windows.x_dims[0] * windows.out_h * windows.out_w
