@@ -9,13 +9,14 @@ Tasks, each with the loss users write and ``training=False``:
 Models: keras.applications MobileNetV3Small and EfficientNetB0 (depthwise convolutions),
 ConvNeXtTiny (grouped 7x7 convolutions), DenseNet121 (dense concatenation), and, where
 keras_hub is installed (``pip install --no-deps keras-hub regex tokenizers``), a small
-BERT-style encoder (attention); a GRU classifier (recurrent). All run in one process,
-side by side (_bench.compare), 2 threads unless --threads says otherwise; each model
-in a subprocess of its own (what one model's graphs hold stays out of the next one's
-figures). ``hand`` is the model called on the batch: the floor for ``batching``.
+BERT-style encoder (attention); a GRU classifier (recurrent). A model's implementations
+run side by side in one process (_bench.compare), 2 threads unless --threads says
+otherwise; each model in a subprocess of its own (what one model's graphs hold stays out
+of the next one's figures). ``hand`` is the model called on the batch: the floor for
+``batching``.
 
 Run: .venv/bin/python benchmarks/real_models.py [--models ...] [--tasks ...]
-     [--batch 4 32] [--size 64] [--budget 1]
+     [--batch 4 32] [--size 64] [--budget 2] [--without tf.vectorized_map]
 """
 
 from __future__ import annotations
@@ -120,12 +121,14 @@ def _tasks(model, x, labels):
                 lambda xi: model(xi[None], training=False)[0], x),
             "loop": lambda: tf.map_fn(one_logits, tf.range(n), fn_output_signature=tf.float32),
             "hand": lambda: model(x, training=False),
+            "body": lambda: one_logits(0),
         },
         "grads": {
             "pfor": lambda: pf.per_example_gradients(loss_fn, variables, x, labels,
                                                      keepdims=True, fallback="error"),
             "tf.vectorized_map": lambda: tf.vectorized_map(one_grad, tf.range(n)),
             "loop": lambda: tf.map_fn(one_grad, tf.range(n), fn_output_signature=signature),
+            "body": lambda: one_grad(0),
         },
     }
     if floats:
@@ -134,11 +137,8 @@ def _tasks(model, x, labels):
                                         fallback="error"),
             "tf.vectorized_map": lambda: tf.vectorized_map(jac_body, tf.range(CLASSES)),
             "loop": lambda: tf.map_fn(jac_body, tf.range(CLASSES), fn_output_signature=x.dtype),
+            "body": lambda: jac_body(0),
         }
-    tasks["batching"]["body"] = lambda: one_logits(0)
-    tasks["grads"]["body"] = lambda: one_grad(0)
-    if floats:
-        tasks["jacobian"]["body"] = lambda: jac_body(0)
     return {task: {impl: tf.function(fn) for impl, fn in impls.items()}
             for task, impls in tasks.items()}
 

@@ -219,10 +219,15 @@ def test_under_xla_and_per_example_gradients_of_a_convnet():
     w = tf.Variable(rng.normal(size=[3, 3, 2, 4]).astype(np.float32))
     loss = lambda image: tf.reduce_sum(tf.nn.relu(tf.nn.conv2d(
         image[None], w, strides=2, padding="SAME")) ** 2)
+    _assert_compiled_per_example_gradients(loss, w, x)
+
+
+def _assert_compiled_per_example_gradients(loss, w, x):
+    """pf.per_example_gradients of ``loss`` w.r.t. ``w`` under XLA against a loop of tapes."""
     compiled = tf.function(lambda: pf.per_example_gradients(loss, [w], x, fallback="error")[0],
                            jit_compile=True)
     want = []
-    for b in range(4):
+    for b in range(x.shape[0]):
         with tf.GradientTape() as tape:
             y = loss(x[b])
         want.append(tape.gradient(y, w))
@@ -324,11 +329,4 @@ def test_per_example_gradients_of_a_depthwise_convnet_under_xla():
     w = tf.Variable(rng.normal(size=[5, 5, 4, 1]).astype(np.float32))
     loss = lambda image: tf.reduce_sum(tf.tanh(tf.nn.depthwise_conv2d(
         image[None], w, [1, 2, 2, 1], "SAME")) ** 2)
-    compiled = tf.function(lambda: pf.per_example_gradients(loss, [w], x, fallback="error")[0],
-                           jit_compile=True)
-    want = []
-    for b in range(3):
-        with tf.GradientTape() as tape:
-            y = loss(x[b])
-        want.append(tape.gradient(y, w))
-    testing.assert_allclose(compiled(), tf.stack(want), rtol=1e-4, atol=1e-4)
+    _assert_compiled_per_example_gradients(loss, w, x)
