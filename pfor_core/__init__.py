@@ -13,6 +13,7 @@ from pfor_core.dag import dag_map
 from pfor_core.derivatives import (batch_jacobian, hessian, jacobian, per_example_gradients,
                                    tape_batch_jacobian, tape_jacobian)
 from pfor_core.errors import ConversionError, FallbackWarning
+from pfor_core.existing_loops import vectorize_loops
 from pfor_core.explain import Report, explain
 from pfor_core.hookspecs import hookimpl
 from pfor_core.layout import Invariant, Stacked
@@ -20,7 +21,7 @@ from pfor_core.plugins import (CONVERTER_API_VERSION, default_registry,
                                register_batch_polymorphic, register_converter)
 from pfor_core.vmap import vmap
 
-__version__ = "0.7.3"
+__version__ = "0.7.4"
 
 _autograph.keep_library_unconverted()
 
@@ -28,5 +29,5 @@ __all__ = [
     "CONVERTER_API_VERSION", "ConversionError", "FallbackWarning", "Invariant", "Report",
     "Stacked", "all_gather", "data", "all_max", "all_mean", "all_min", "all_sum", "batch_jacobian", "custom_vectorization", "dag_map", "default_registry", "explain", "hessian", "hookimpl",
     "jacobian", "map_fn", "per_example_gradients", "pfor", "register_batch_polymorphic",
-    "register_converter", "tape_batch_jacobian", "tape_jacobian", "vectorized_map", "vmap",
+    "register_converter", "tape_batch_jacobian", "tape_jacobian", "vectorize_loops", "vectorized_map", "vmap",
 ]

@@ -611,6 +611,19 @@ ROWS = [
         Raises((tf.errors.InvalidArgumentError,), r"node\W+1\W+has a child outside")),
     row("dag-map-nan", lambda: pf.dag_map(dag_cell, NAN, [[-1], [0]], fallback="error"),
         Loop(lambda: tf.stack([NAN[0], NAN[1] + NAN[0]]))),
+    # pf.vectorize_loops
+    row("vectorize-loops-not-callable", lambda: pf.vectorize_loops(3),
+        Raises(ARG_ERRORS, "fn must be callable")),
+    row("vectorize-loops-check-str", lambda: pf.vectorize_loops(abs, check="yes"),
+        Raises(ARG_ERRORS, "check must be True or False")),
+    row("vectorize-loops-budget-negative", lambda: pf.vectorize_loops(abs, memory_budget=-1),
+        Raises(ARG_ERRORS, "memory_budget")),
+    row("vectorize-loops-nan",
+        lambda: pf.vectorize_loops(lambda x: tf.map_fn(lambda r: r * 2., x), check=True)(NAN),
+        Loop(lambda: NAN * 2.)),
+    row("vectorize-loops-no-rows",
+        lambda: pf.vectorize_loops(lambda x: tf.map_fn(lambda r: r * 2., x))(X[:0]),
+        Loop(lambda: X[:0])),
 ]
 
 
@@ -634,6 +647,7 @@ COVERED = {
     "register_converter": "register-converter-",
     "register_batch_polymorphic": "register-batch-polymorphic-",
     "custom_vectorization": "custom-vectorization-", "dag_map": "dag-map-",
+    "vectorize_loops": "vectorize-loops-",
 }
 
 

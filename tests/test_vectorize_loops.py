@@ -1,0 +1,198 @@
+"""pf.vectorize_loops against the function it rewrites (issue 31, part 1): drawn loop
+forms, sizes and invariant inputs; every loop that should vectorize does (no While
+left in the graph), and the others stay with a reason."""
+
+import numpy as np
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pfor_core as pf
+from pfor_core import loop_analysis
+
+
+def _whiles_left(vf, *args):
+    graph = tf.function(vf).get_concrete_function(*args).graph
+    return loop_analysis.holds_loop(graph)
+
+
+def _assert_same(got, want, tol=1e-5):
+    for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=tol, atol=tol)
+
+
+def _body_fn(form, reduce, per_row_weight, w):
+    """A function of (x, v) looping over x's rows in the drawn ``form``; ``v`` is read
+    per row (``v[i]``) or as a whole (loop-invariant)."""
+    def step(xi, vi):
+        return tf.tanh(tf.linalg.matvec(w, xi) + vi)
+
+    def fn(x, v):
+        n = tf.shape(x)[0]
+        read = (lambda i: v[i]) if per_row_weight else (lambda i: v[0])
+        if form == "map_fn":
+            rows = tf.map_fn(lambda i: step(x[i], read(i)), tf.range(n),
+                             fn_output_signature=tf.float32)
+            acc = tf.reduce_sum(rows) if reduce else tf.zeros([])
+            return rows, acc
+        ta = tf.TensorArray(tf.float32, size=n, element_shape=[x.shape[1]])
+        acc = tf.zeros([]) if reduce != "max" else tf.fill([], -1e9)
+        if form == "for":
+            for i in tf.range(n):
+                y = step(x[i], read(i))
+                ta = ta.write(i, y)
+                if reduce == "sum":
+                    acc += tf.reduce_sum(y)
+                elif reduce == "max":
+                    acc = tf.maximum(acc, tf.reduce_max(y))
+            return ta.stack(), acc
+
+        def body(i, ta, acc):
+            y = step(x[i], read(i))
+            new = acc + tf.reduce_sum(y) if reduce == "sum" else (
+                tf.maximum(acc, tf.reduce_max(y)) if reduce == "max" else acc)
+            return i + 1, ta.write(i, y), new
+        _, ta, acc = tf.while_loop(lambda i, *_: i < n, body, (0, ta, acc))
+        return ta.stack(), acc
+    return fn
+
+
+@settings(max_examples=12, deadline=None)
+@given(form=st.sampled_from(["map_fn", "for", "while_loop"]),
+       reduce=st.sampled_from([None, "sum", "max"]),
+       per_row_weight=st.booleans(),
+       n=st.integers(1, 5), d=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_drawn_independent_loops_vectorize_and_match(form, reduce, per_row_weight, n, d, seed):
+    rng = np.random.default_rng(seed)
+    x = tf.constant(rng.normal(size=[n, d]), tf.float32)
+    v = tf.constant(rng.normal(size=[n, d]), tf.float32)
+    w = tf.constant(rng.normal(size=[d, d]), tf.float32)
+    fn = _body_fn(form, reduce, per_row_weight, w)
+    vf = pf.vectorize_loops(fn, check=True)
+    _assert_same(vf(x, v), tf.function(fn)(x, v))
+    report = vf.explain(x, v)
+    assert [e.decision for e in report] == ["vectorized"], str(report)
+    assert report[0].kind == ("map_fn" if form == "map_fn" else "while_loop")
+    assert not _whiles_left(vf, x, v)
+
+
+def test_a_carried_dependence_stays_and_says_which_value():
+    x = tf.random.stateless_normal([6, 3], [1, 2])
+
+    def ema(x):
+        h = tf.zeros([3])
+        for i in tf.range(tf.shape(x)[0]):
+            h = 0.9 * h + 0.1 * x[i]
+        return h
+    vf = pf.vectorize_loops(ema)
+    _assert_same(vf(x), tf.function(ema)(x), tol=0)
+    (entry,) = vf.explain(x)
+    assert entry.decision == "kept" and "depends on the previous iteration" in entry.reason
+    assert "AddV2" in entry.reason
+    assert "kept" in str(vf.explain(x))
+
+
+def test_a_loop_with_an_effect_stays_and_names_the_op():
+    x = tf.random.stateless_normal([4, 3], [1, 2])
+    total = tf.Variable(0.)
+
+    def accumulate(x):
+        for i in tf.range(4):
+            total.assign_add(tf.reduce_sum(x[i]))
+        return total.read_value()
+    vf = pf.vectorize_loops(accumulate)
+    (entry,) = vf.explain(x)
+    assert entry.decision == "kept" and "AssignAddVariableOp" in entry.reason
+
+
+def test_nested_loops_calls_and_branches_vectorize_inner_first():
+    x = tf.random.stateless_normal([4, 3, 2], [3, 4])
+    w = tf.Variable(tf.random.stateless_normal([2, 2], [5, 6]))
+
+    @tf.function
+    def inner(r):
+        return tf.map_fn(lambda c: tf.reduce_sum(tf.linalg.matvec(w, c)), r)
+
+    def fn(x, flag):
+        nested = tf.map_fn(lambda r: tf.map_fn(lambda c: tf.tanh(c) * 2., r), x)
+        called = tf.map_fn(inner, x)
+        branch = tf.cond(flag, lambda: tf.map_fn(tf.reduce_sum, x), lambda: tf.zeros([4]))
+        return nested, called, branch
+    vf = pf.vectorize_loops(fn, check=True)
+    for flag in (True, False):
+        _assert_same(vf(x, tf.constant(flag)), tf.function(fn)(x, tf.constant(flag)))
+    report = vf.explain(x, tf.constant(True))
+    assert len(report) == 5 and {e.decision for e in report} == {"vectorized"}, str(report)
+    assert report[0].name.count("while") == 2  # the inner loop of ``nested`` comes first
+    assert not _whiles_left(vf, x, tf.constant(True))
+
+
+def test_gradients_flow_through_a_vectorized_loop():
+    x = tf.random.stateless_normal([5, 3], [7, 8])
+    w = tf.Variable(tf.random.stateless_normal([3, 3], [9, 1]))
+
+    def fn(x):
+        return tf.map_fn(lambda r: tf.tanh(tf.linalg.matvec(w, r)), x)
+    vf = pf.vectorize_loops(fn)
+    grads = []
+    for f in (vf, fn):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(f(x) ** 2)
+        grads.append(tape.gradient(loss, w))
+    _assert_same(grads[0], grads[1])
+
+
+def test_inside_a_tf_function_with_a_count_known_only_at_run_time():
+    @tf.function(input_signature=[tf.TensorSpec([None, 2])])
+    def outer(x):
+        return pf.vectorize_loops(lambda x: tf.map_fn(lambda r: r * r, x))(x)
+    for n in (0, 1, 5):
+        x = tf.reshape(tf.range(2 * n, dtype=tf.float32), [n, 2])
+        _assert_same(outer(x), x * x, tol=0)
+    graph = outer.get_concrete_function().graph
+    assert not loop_analysis.holds_loop(graph)
+
+
+def test_a_keras_layer_built_on_map_fn():
+    class PerExample(tf.keras.layers.Layer):
+        def build(self, shape):
+            self.w = self.add_weight(shape=(shape[-1], 4))
+
+        def call(self, x):
+            return tf.map_fn(lambda r: tf.nn.relu(tf.linalg.matvec(self.w, r, True)), x)
+    layer = PerExample()
+    x = tf.random.stateless_normal([6, 5], [2, 2])
+    want = layer(x)
+    vl = pf.vectorize_loops(layer, check=True)
+    _assert_same(vl(x), want)
+    assert vl.explain(x)[0].decision == "vectorized"
+
+
+def test_random_draws_differ_per_iteration():
+    x = tf.zeros([3, 2])
+    vf = pf.vectorize_loops(lambda x: tf.map_fn(lambda r: r + tf.random.uniform([2]), x))
+    out = vf(x).numpy()
+    assert vf.explain(x)[0].decision == "vectorized"
+    assert not np.allclose(out[0], out[1]) and ((out >= 0) & (out < 1)).all()
+
+
+def test_a_py_function_is_an_effect_and_stays():
+    x = tf.constant([[2., 1.], [3., 4.]])
+    vf = pf.vectorize_loops(
+        lambda x: tf.map_fn(lambda r: tf.numpy_function(np.sort, [r], tf.float32), x))
+    _assert_same(vf(x), np.array([[1., 2.], [3., 4.]]), tol=0)
+    (entry,) = vf.explain(x)
+    assert entry.decision == "kept" and "PyFunc" in entry.reason
+
+
+def test_a_body_that_does_not_vectorize_is_kept_with_the_reason():
+    def fn(x):  # each iteration writes an item of its own length
+        ta = tf.TensorArray(tf.float32, size=3, infer_shape=False,
+                            element_shape=tf.TensorShape(None))
+        for i in tf.range(3):
+            ta = ta.write(i, tf.range(tf.cast(i, tf.float32)) + x)
+        return ta.concat()
+    vf = pf.vectorize_loops(fn)
+    _assert_same(vf(tf.constant(1.)), np.array([1., 1., 2.]), tol=0)
+    (entry,) = vf.explain(tf.constant(1.))
+    assert entry.decision == "kept" and entry.reason.startswith("its body does not vectorize")
