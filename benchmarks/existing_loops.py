@@ -6,12 +6,14 @@ Each workload is a function as people write it: ``tf.map_fn`` over examples, or 
 itself (``original``, in a ``tf.function``), ``pf.vectorize_loops`` of it (called
 eagerly: converted once per input signature), and ``hand``, the batched code one would
 write instead, where there is one. The exponential moving average carries a value
-from step to step: ``vectorize_loops`` must leave it as it is, and not slower.
+from step to step: ``vectorize_loops`` must leave it as it is, and not slower. ``tree``
+and ``solve`` read what earlier iterations wrote (8 nodes or unknowns per batch
+entry): they run level by level.
 Each result is checked against the original (largest difference over the largest
 value).
 
 Run: .venv/bin/python benchmarks/existing_loops.py [--batch 1 8 32 128 256]
-     [--only preprocess mlp topk decode ema] [--budget 0.5]
+     [--only preprocess mlp topk decode tree solve ema] [--budget 0.5]
 """
 
 from __future__ import annotations
@@ -118,6 +120,56 @@ def decode(n):
     return original, hand, (starts,)
 
 
+def _random_dag(n, k, seed):
+    """For each of n nodes, k children among the nodes before it (or -1)."""
+    rng = np.random.default_rng(seed)
+    kids = np.full([n, k], -1, np.int32)
+    for t in range(1, n):
+        for j in range(k):
+            if rng.random() < 0.7:
+                kids[t, j] = rng.integers(max(0, t - 64), t)
+    return kids
+
+
+def tree(n):
+    """A node loop over 8 * batch nodes of a random binary DAG in post-order, reading the
+    children's states from a TensorArray (the "levels" case)."""
+    d = 32
+    w = tf.random.stateless_normal([d, d], [5, 1]) * 0.2
+    u = tf.random.stateless_normal([d, d], [5, 2]) * 0.2
+    x = tf.random.stateless_normal([8 * n, d], [5, 3])
+    kids = tf.constant(_random_dag(8 * n, 2, 0))
+
+    def original(x, kids):
+        hs = tf.TensorArray(tf.float32, size=tf.shape(x)[0], element_shape=[d])
+        for t in tf.range(tf.shape(x)[0]):
+            left, right = kids[t, 0], kids[t, 1]
+            hl = tf.where(left >= 0, hs.read(tf.maximum(left, 0)), tf.zeros([d]))
+            hr = tf.where(right >= 0, hs.read(tf.maximum(right, 0)), tf.zeros([d]))
+            hs = hs.write(t, tf.tanh(tf.linalg.matvec(w, x[t]) + tf.linalg.matvec(u, hl + hr)))
+        return hs.stack()
+    return original, None, (x, kids)
+
+
+def solve(n):
+    """Forward substitution over a sparse lower-triangular matrix of 8 * batch rows
+    (up to 4 off-diagonal entries a row): each unknown reads earlier ones by the
+    sparsity pattern (the "levels" case)."""
+    cols = _random_dag(8 * n, 4, 1)
+    vals = np.where(cols >= 0, np.random.default_rng(2).normal(size=cols.shape), 0)
+    cols, vals = tf.constant(np.maximum(cols, 0)), tf.constant(vals, tf.float32)
+    diag = tf.random.stateless_uniform([8 * n], [6, 1], 1., 2.)
+    b = tf.random.stateless_normal([8 * n], [6, 2])
+
+    def original(b, cols, vals, diag):
+        xs = tf.TensorArray(tf.float32, size=tf.shape(b)[0], element_shape=[])
+        for t in tf.range(tf.shape(b)[0]):
+            earlier = xs.gather(cols[t])
+            xs = xs.write(t, (b[t] - tf.reduce_sum(vals[t] * earlier)) / diag[t])
+        return xs.stack()
+    return original, None, (b, cols, vals, diag)
+
+
 def ema(n):
     """An exponential moving average over the rows: a true carried dependence."""
     x = tf.random.stateless_normal([n, 256], [4, 1])
@@ -130,7 +182,8 @@ def ema(n):
     return original, None, (x,)
 
 
-WORKLOADS = {"preprocess": preprocess, "mlp": mlp, "topk": topk, "decode": decode, "ema": ema}
+WORKLOADS = {"preprocess": preprocess, "mlp": mlp, "topk": topk, "decode": decode,
+             "tree": tree, "solve": solve, "ema": ema}
 
 
 def _diff(got, want):

@@ -55,8 +55,10 @@ def pfor(loop_fn, iters, *, fallback="warn", parallel_iterations=None,
     return build(loop_fn, iters, options)
 
 
-def build(loop_fn, iters, options: Options, records: list | None = None):
-    """Emit the converted loop into the current graph; returns the stacked outputs."""
+def build(loop_fn, iters, options: Options, records: list | None = None, *,
+          nonempty: bool = False):
+    """Emit the converted loop into the current graph; returns the stacked outputs.
+    ``nonempty``: the caller knows a run-time ``iters`` is positive (no guard for 0)."""
     if tf.executing_eagerly():
         raise RuntimeError("pfor_core.api.build emits graph ops: call it while a graph is "
                            "being built (pf.pfor wraps it in a tf.function eagerly).")
@@ -65,10 +67,10 @@ def build(loop_fn, iters, options: Options, records: list | None = None):
         checks.iters_tensor(iters))
     body = trace_body(loop_fn)
     with op_traces.shared():  # (the body's ops keep their own, traced above)
-        return body.pack(_converted_outputs(body, n, n_static, options, records))
+        return body.pack(_converted_outputs(body, n, n_static, options, records, nonempty))
 
 
-def _converted_outputs(body, n, n_static, options, records):
+def _converted_outputs(body, n, n_static, options, records, nonempty=False):
     k = options.parallel_iterations
     if k == "auto" and n_static != 0:
         k = _balanced(_fit(body, options, n_static), n_static)
@@ -77,7 +79,7 @@ def _converted_outputs(body, n, n_static, options, records):
     if n_static == 0 and empty.possible(body):
         outputs = _no_iterations(body, options, records)
     elif k is None or (n_static is not None and n_static <= k):
-        if n_static is None and empty.guard_needed(body):
+        if n_static is None and not nonempty and empty.guard_needed(body):
             outputs = _convert_guarded(body, n, options, records)
         else:
             outputs = _convert_all(body, n, n_static, options, records)

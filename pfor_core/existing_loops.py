@@ -1,13 +1,13 @@
 """``pf.vectorize_loops``: the loops a function already has, vectorized where their
-iterations are independent.
+iterations are independent, or run level by level where they read earlier ones.
 
 The function is traced as a ``tf.function`` would trace it, and its graph is emitted
-again op by op into the caller's graph (``_Replay``). A ``While`` whose iterations are
-independent (``loop_analysis``) becomes one pfor of its body: counters become the
-iteration index, the lists written at a counter one scatter of the stacked values,
-reductions one reduction over them. Its body is emitted by the same replay, so inner
-loops are rewritten first. Calls and conditionals whose functions hold loops are
-emitted through (calls inlined, branches traced again). Every other op is copied.
+again op by op into the caller's graph (``_Replay``). A ``While`` that
+``loop_analysis`` finds independent becomes one pfor of its body, one whose reads of
+earlier iterations have indices known before the loop a level schedule
+(``loop_rewrite``). Its body is emitted by the same replay, so inner loops are
+rewritten first. Calls and conditionals whose functions hold loops are emitted through
+(calls inlined, branches traced again). Every other op is copied.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import functools
 import numpy as np
 import tensorflow as tf
 
-from pfor_core import api, checks, emit, loop_analysis
+from pfor_core import checks, emit, loop_analysis, loop_rewrite
 from pfor_core.errors import ConversionError
 
 _CALLS = ("PartitionedCall", "StatefulPartitionedCall")
@@ -33,6 +33,7 @@ class LoopEntry:
     kind: str
     decision: str
     reason: str
+    op: object = dataclasses.field(default=None, repr=False, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,12 +151,21 @@ class _Replay:
         # new handle: stacking one again is the stacked values themselves.
         self.whole = {}
 
-    def graph(self, graph, feeds: dict, skip=()) -> dict:
-        """{tensor ref of ``graph``: new tensor}; ops in ``skip``, and the ops that read
-        them, are left out."""
-        mapped, made = dict(feeds), {}
+    def graph(self, graph, feeds: dict, skip=(), only=None, substitute=None) -> dict:
+        """{tensor ref of ``graph``: new tensor}. Ops in ``skip``, and the ops that read
+        them, are left out; with ``only`` (tensors of ``graph``), so is every op they do
+        not need; ``substitute`` maps an op to a function of its new inputs (None where
+        an input is left out) that emits its outputs instead."""
+        mapped, made, substitute = dict(feeds), {}, substitute or {}
+        needed = None if only is None else _needed(only)
         for op in graph.get_operations():
             if op.outputs and all(t.ref() in mapped for t in op.outputs):
+                continue
+            if needed is not None and op not in needed:
+                continue
+            if op in substitute:
+                outs = substitute[op]([mapped.get(t.ref()) for t in op.inputs])
+                mapped.update((t.ref(), o) for t, o in zip(op.outputs, outs))
                 continue
             if op in skip or op.type == "Placeholder" or any(
                     t.ref() not in mapped for t in op.inputs):
@@ -198,100 +208,48 @@ class _Replay:
         kind = "map_fn" if op.name.rsplit("/", 2)[-2:-1] == ["map"] else "while_loop"
         plan = loop_analysis.analyze(op, lambda k: tf.get_static_value(inputs[k]))
         if isinstance(plan, loop_analysis.Dependent):
-            self.entries.append(LoopEntry(op.name, kind, "kept", plan.reason))
+            self._record(op, kind, "kept", plan.reason)
             return _copy(op, inputs)
         before = len(self.entries)
         try:
-            outs = self._vectorized(plan, inputs)
+            if plan.recurrent:
+                outs = loop_rewrite.levels(self, plan, inputs, lambda: _copy(op, inputs))
+            else:
+                outs = loop_rewrite.independent(self, plan, inputs)
+        except loop_rewrite.Kept as why:
+            del self.entries[before:]
+            self._record(op, kind, "kept", str(why))
+            return _copy(op, inputs)
         except (ConversionError, ValueError, TypeError) as error:
             del self.entries[before:]
             first = str(error).strip().splitlines()[0]
-            self.entries.append(LoopEntry(op.name, kind, "kept",
-                                          f"its body does not vectorize: {first}"))
+            self._record(op, kind, "kept", f"its body does not vectorize: {first}")
             return _copy(op, inputs)
-        self.entries.append(LoopEntry(op.name, kind, "vectorized",
-                                      "its iterations are independent"))
-        return outs
-
-    def _vectorized(self, plan, inputs) -> list:
-        for _, value in plan.written.values():
-            if not value.shape.is_fully_defined():
-                # pfor would check at run time that every iteration's item has one
-                # shape; the loop may write items of different shapes.
-                raise ValueError(f"the items it writes ('{value.op.name}', shape "
-                                 f"{value.shape}) have shapes known only at run time")
-        n = _trip_count(plan, inputs, self)
-        results = [v for _, v in plan.written.values()] + [v for _, v in plan.reduced.values()]
-        skip = {_source_op(plan.body.outputs[k]) for k in list(plan.written) + list(plan.reduced)}
-        stacked = []
-        if results:
-            def loop_fn(t):
-                feeds = {}
-                for k, inp in enumerate(plan.body.inputs):
-                    if k in plan.counters:
-                        feeds[inp.ref()] = _at(inputs[k], plan.counters[k], t)
-                    elif k not in plan.written and k not in plan.reduced:
-                        feeds[inp.ref()] = inputs[k]
-                mapped = self.graph(plan.body, feeds, skip=skip)
-                return [mapped[v.ref()] for v in results]
-            stacked = api.pfor(loop_fn, n, fallback="error", memory_budget=self.budget)
-        outs = list(inputs)
-        for k, step in plan.counters.items():
-            outs[k] = _at(inputs[k], step, n)
-        for j, (k, (counter, _)) in enumerate(plan.written.items()):
-            indices = _at(inputs[counter], plan.counters[counter], tf.range(n))
-            outs[k] = tf.raw_ops.TensorListScatterIntoExistingList(
-                input_handle=inputs[k], tensor=stacked[j], indices=tf.cast(indices, tf.int32))
-            if _fresh(inputs[k], n) and (_static(inputs[counter]), plan.counters[counter]) == (0, 1):
-                self.whole[outs[k].ref()] = stacked[j]
-        for j, (k, (how, _)) in enumerate(plan.reduced.items(), start=len(plan.written)):
-            if how == "sum":
-                outs[k] = inputs[k] + tf.reduce_sum(stacked[j], 0)
-            else:
-                reduce = tf.reduce_max if how == "max" else tf.reduce_min
-                pick = tf.maximum if how == "max" else tf.minimum
-                outs[k] = pick(inputs[k], reduce(stacked[j], 0))
-        return outs
-
-
-def _source_op(tensor):
-    return loop_analysis._source(tensor).op  # pylint: disable=protected-access
-
-
-def _at(start, step, t):
-    """A counter's value at iteration(s) ``t``."""
-    return start + step * tf.cast(t, start.dtype)
-
-
-def _trip_count(plan, inputs, replay):
-    """How often the loop runs: the least count over its condition's bounds, as a
-    Python int where every bound is static."""
-    mapped = replay.graph(plan.cond, {t.ref(): v for t, v in zip(plan.cond.inputs, inputs)})
-    counts = []
-    for k, bound, direction, inclusive in plan.bounds:
-        start, step, bound = inputs[k], abs(plan.counters[k]), mapped[bound.ref()]
-        if _static(start) is not None and _static(bound) is not None:
-            distance = (int(_static(bound)) - int(_static(start))) * direction
+        if plan.recurrent:
+            self._record(op, kind, "levels", "iterations read what earlier ones wrote, at "
+                         "indices computed before the loop: run level by level (as it was "
+                         "where the levels are more than a tenth of the iterations)")
         else:
-            distance = tf.cast((tf.cast(bound, start.dtype) - start) * direction, tf.int64)
-        count = distance // step + 1 if inclusive else (distance + step - 1) // step
-        counts.append(max(count, 0) if isinstance(count, int) else tf.maximum(count, 0))
-    if all(isinstance(c, int) for c in counts):
-        return min(counts)
-    return tf.cast(tf.reduce_min(tf.stack([tf.cast(c, tf.int64) for c in counts])), tf.int32)
+            self._record(op, kind, "vectorized", "its iterations are independent")
+        return outs
+
+    def _record(self, op, kind, decision, reason):
+        """One entry per loop op, however often its graph is emitted (a body is emitted
+        once to find a schedule and once to run it)."""
+        if not any(e.name == op.name and e.op is op for e in self.entries):
+            self.entries.append(LoopEntry(op.name, kind, decision, reason, op))
 
 
-def _static(tensor):
-    """A scalar's static value, or None."""
-    value = tf.get_static_value(tensor)
-    return None if value is None or getattr(value, "shape", ()) != () else value.item()
-
-
-def _fresh(handle, n) -> bool:
-    """Whether ``handle`` is a new list of exactly ``n`` (static) items."""
-    if handle.op.type != "TensorListReserve" or not isinstance(n, int):
-        return False
-    return _static(handle.op.inputs[1]) == n
+def _needed(tensors) -> set:
+    """The ops ``tensors`` depend on, control inputs included."""
+    seen, stack = set(), [t.op for t in tensors]
+    while stack:
+        op = stack.pop()
+        if op not in seen:
+            seen.add(op)
+            stack.extend(t.op for t in op.inputs)
+            stack.extend(op.control_inputs)
+    return seen
 
 
 def _copy(op, inputs):

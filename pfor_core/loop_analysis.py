@@ -7,11 +7,15 @@ Each carried value of a loop is classified from its body graph:
 - written at a counter: a tensor list (``TensorArray``) whose only use is one
   ``TensorListSetItem`` at a counter, so iteration t writes item ``start + step * t``;
 - reduced: ``v + x``, ``max(v, x)`` or ``min(v, x)`` with ``x`` not reading ``v``;
+- recurrent: a list written at a counter and otherwise only read (``TensorListGetItem``,
+  ``TensorListGather``) at indices computed from counters and invariants alone, so
+  which earlier iterations each one reads can be computed before the loop runs;
 - anything else is a dependence between iterations, and the loop stays.
 The condition must bound a counter (``i < n``, conjunctions of such). The body's
 stateful ops must be reads (variables, random numbers: those differ per iteration as
-under pfor's ``randomness="different"``). A loop that passes is independent: its
-iterations can run as one pfor of its body.
+under pfor's ``randomness="different"``). A loop that passes with no recurrent list is
+independent: its iterations can run as one pfor of its body; with recurrent lists they
+can run level by level.
 """
 
 from __future__ import annotations
@@ -38,17 +42,18 @@ _BOUNDS = {"Less": (1, False), "LessEqual": (1, True),
 
 
 @dataclasses.dataclass
-class Independent:
-    """A loop whose iterations do not depend on each other. Indices are positions in
-    the loop's carried values; ``written`` maps a list's position to (the counter it is
-    written at, the body tensor written); ``reduced`` a value's to (kind, body tensor);
-    ``bounds`` holds (counter, bound tensor of the condition graph, step sign,
-    inclusive)."""
+class Plan:
+    """A loop that can run vectorized. Indices are positions in the loop's carried
+    values; ``written`` maps a list's position to (the counter it is written at, the
+    body tensor written); ``reduced`` a value's to (kind, body tensor); ``recurrent`` a
+    list's to (counter, body tensor written, the ops reading it); ``bounds`` holds
+    (counter, bound tensor of the condition graph, step sign, inclusive)."""
     body: tf.Graph
     cond: tf.Graph
     counters: dict
     written: dict
     reduced: dict
+    recurrent: dict
     bounds: list
 
 
@@ -88,7 +93,7 @@ def holds_loop(graph) -> bool:
                for op in graph.get_operations())
 
 
-def _source(tensor):
+def source(tensor):
     """``tensor`` seen through Identity ops."""
     while tensor.op.type in ("Identity", "IdentityN") and tensor.op.inputs:
         index = tensor.value_index if tensor.op.type == "IdentityN" else 0
@@ -123,7 +128,7 @@ def _stateful(graph):
     return None
 
 
-def analyze(op: tf.Operation, static_value) -> Independent | Dependent:
+def analyze(op: tf.Operation, static_value) -> Plan | Dependent:
     """Classify the loop ``op``; ``static_value(k)`` is the static value of its k-th
     input, or None."""
     body, cond = function_graph(op, "body"), function_graph(op, "cond")
@@ -132,8 +137,8 @@ def analyze(op: tf.Operation, static_value) -> Independent | Dependent:
     effect = _stateful(body)
     if effect is not None:
         return Dependent(f"its body has an effect: {effect.type} '{effect.name}'")
-    inputs, outputs = list(body.inputs), [_source(t) for t in body.outputs]
-    counters, written, reduced, dependent = {}, {}, {}, []
+    inputs, outputs = list(body.inputs), [source(t) for t in body.outputs]
+    counters, written, reduced, recurrent, dependent = {}, {}, {}, {}, []
     for k, (inp, out) in enumerate(zip(inputs, outputs)):
         if out is inp:
             continue
@@ -142,24 +147,26 @@ def analyze(op: tf.Operation, static_value) -> Independent | Dependent:
             counters[k] = step
             continue
         dependent.append(k)
+    state = [inputs[k] for k in dependent]
     for k in dependent:
-        kind = _written(inputs[k], outputs[k], inputs, counters) or _reduced(
-            inputs[k], outputs[k])
+        kind = (_written(inputs[k], outputs[k], inputs, counters)
+                or _reduced(inputs[k], outputs[k])
+                or _recurrent(inputs[k], outputs[k], inputs, counters, state))
         if kind is None:
             return Dependent(f"carried value {k} ({outputs[k].op.type} "
                              f"'{outputs[k].op.name}') depends on the previous iteration")
-        (written if kind[0] == "written" else reduced)[k] = kind[1:]
+        {"written": written, "reduced": reduced, "recurrent": recurrent}[kind[0]][k] = kind[1:]
     bounds = _bounds(cond, counters)
     if isinstance(bounds, str):
         return Dependent(bounds)
-    return Independent(body, cond, counters, written, reduced, bounds)
+    return Plan(body, cond, counters, written, reduced, recurrent, bounds)
 
 
 def _step(out, inp, inputs, outputs, static_value):
     """The static integer step of a counter ``out = inp +/- step``, or None."""
     if not inp.dtype.is_integer or out.op.type not in ("AddV2", "Add", "Sub"):
         return None
-    a, b = (_source(t) for t in out.op.inputs)
+    a, b = (source(t) for t in out.op.inputs)
     if out.op.type == "Sub":
         sign, other = -1, (b if a is inp else None)
     else:
@@ -181,13 +188,30 @@ def _written(inp, out, inputs, counters):
     if inp.dtype != tf.variant or out.op.type != "TensorListSetItem":
         return None
     handle, index, value = out.op.inputs
-    if _source(handle) is not inp or len(inp.consumers()) != 1:
+    if source(handle) is not inp or len(inp.consumers()) != 1:
         return None
-    index = _source(index)
+    index = source(index)
     counter = [k for k in counters if inputs[k] is index]
     if not counter or _reads(value, inp):
         return None
     return "written", counter[0], value
+
+
+def _recurrent(inp, out, inputs, counters, state):
+    """("recurrent", counter, value, reads) for a list set at a counter and otherwise
+    only read, at indices that read no carried state."""
+    if inp.dtype != tf.variant or out.op.type != "TensorListSetItem":
+        return None
+    handle, index, value = out.op.inputs
+    counter = [k for k in counters if inputs[k] is source(index)]
+    if source(handle) is not inp or not counter:
+        return None
+    reads = [op for op in inp.consumers() if op is not out.op]
+    if not reads or any(op.type not in ("TensorListGetItem", "TensorListGather")
+                        or op.inputs[0] is not inp or _reads_any(op.inputs[1], state)
+                        for op in reads):
+        return None
+    return "recurrent", counter[0], value, reads
 
 
 def _reduced(inp, out):
@@ -196,7 +220,7 @@ def _reduced(inp, out):
     if kind is None or len(inp.consumers()) != 1:
         return None
     a, b = out.op.inputs
-    value = b if _source(a) is inp else a if _source(b) is inp else None
+    value = b if source(a) is inp else a if source(b) is inp else None
     if value is None or _reads(value, inp) or value.shape != inp.shape:
         return None
     return "reduced", kind, value
@@ -204,10 +228,10 @@ def _reduced(inp, out):
 
 def _bounds(cond, counters):
     """[(counter, bound, sign, inclusive)] of the condition's conjuncts, or a reason."""
-    pending, bounds = [_source(cond.outputs[0])], []
+    pending, bounds = [source(cond.outputs[0])], []
     inputs = list(cond.inputs)
     while pending:
-        t = _source(pending.pop())
+        t = source(pending.pop())
         if t.op.type == "LogicalAnd":
             pending.extend(t.op.inputs)
             continue
@@ -215,7 +239,7 @@ def _bounds(cond, counters):
             return (f"its condition is not a bound on a counter ({t.op.type} "
                     f"'{t.op.name}')")
         sign, inclusive = _BOUNDS[t.op.type]
-        a, b = (_source(x) for x in t.op.inputs)
+        a, b = (source(x) for x in t.op.inputs)
         found = None
         for counter, bound, flip in ((a, b, 1), (b, a, -1)):
             k = [i for i, x in enumerate(inputs) if x is counter]

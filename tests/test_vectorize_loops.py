@@ -2,13 +2,16 @@
 forms, sizes and invariant inputs; every loop that should vectorize does (no While
 left in the graph), and the others stay with a reason."""
 
+from unittest import mock
+
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pfor_core as pf
-from pfor_core import loop_analysis
+from pfor_core import loop_analysis, loop_rewrite
 
 
 def _whiles_left(vf, *args):
@@ -196,3 +199,153 @@ def test_a_body_that_does_not_vectorize_is_kept_with_the_reason():
     _assert_same(vf(tf.constant(1.)), np.array([1., 1., 2.]), tol=0)
     (entry,) = vf.explain(tf.constant(1.))
     assert entry.decision == "kept" and entry.reason.startswith("its body does not vectorize")
+
+
+# Loops whose iterations read what earlier ones wrote, at indices known before the loop.
+
+D = 3
+
+
+@st.composite
+def trees(draw, max_nodes=12):
+    """Children of each node among the nodes before it (post-order), or -1."""
+    n = draw(st.integers(1, max_nodes))
+    kids = np.full([n, 2], -1, np.int32)
+    for t in range(1, n):
+        for j in range(2):
+            if draw(st.booleans()):
+                kids[t, j] = draw(st.integers(0, t - 1))
+    return kids
+
+
+def node_loop(w, u):
+    def fn(x, kids):
+        n = tf.shape(x)[0]
+        hs = tf.TensorArray(tf.float32, size=n, element_shape=[D])
+        for t in tf.range(n):
+            left, right = kids[t, 0], kids[t, 1]
+            hl = tf.where(left >= 0, hs.read(tf.maximum(left, 0)), tf.zeros([D]))
+            hr = tf.where(right >= 0, hs.read(tf.maximum(right, 0)), tf.zeros([D]))
+            hs = hs.write(t, tf.tanh(tf.linalg.matvec(w, x[t]) + tf.linalg.matvec(u, hl + hr)))
+        return hs.stack()
+    return fn
+
+
+@pytest.fixture
+def always_levels(monkeypatch):
+    """The level schedule with no run-time choice of the loop as it was: a result that
+    matches can only come from the schedule."""
+    monkeypatch.setattr(loop_rewrite, "_LEVELS_SHARE", None)
+
+
+@settings(max_examples=12, deadline=None)
+@given(kids=trees(), seed=st.integers(0, 2**16))
+def test_drawn_tree_node_loops_run_by_levels_and_match(kids, seed):
+    rng = np.random.default_rng(seed)
+    w, u = (tf.constant(rng.normal(size=[D, D]) * 0.5, tf.float32) for _ in range(2))
+    x = tf.constant(rng.normal(size=[len(kids), D]), tf.float32)
+    fn = node_loop(w, u)
+    vf = pf.vectorize_loops(fn, check=True)
+    with mock.patch.object(loop_rewrite, "_LEVELS_SHARE", None):  # the schedule only
+        _assert_same(vf(x, tf.constant(kids)), tf.function(fn)(x, tf.constant(kids)))
+        (entry,) = vf.explain(x, tf.constant(kids))
+    assert entry.decision == "levels", str(entry)
+
+
+def _complete_tree(n):
+    """Children of a complete binary tree of n nodes, numbered in post-order."""
+    order = []
+
+    def visit(v):
+        if v < n:
+            visit(2 * v + 1), visit(2 * v + 2), order.append(v)
+    visit(0)
+    at = {v: t for t, v in enumerate(order)}
+    return np.array([[at.get(2 * v + 1, -1), at.get(2 * v + 2, -1)] for v in order], np.int32)
+
+
+def test_the_schedule_runs_where_it_pays_and_the_loop_where_not():
+    """A complete tree of 127 nodes has 7 levels: run by levels; a chain of 80 nodes has
+    80: the loop as it was runs (the schedule would take as many steps, each costing
+    more), chosen at run time; forced, the schedule gives the same. Under 64 iterations
+    the loop stays when traced."""
+    fn = node_loop(tf.eye(D) * 0.5, tf.eye(D) * 0.5)
+    chain = np.stack([np.arange(-1, 79), np.full(80, -1)], 1).astype(np.int32)
+    for kids in (_complete_tree(127), chain):
+        x = tf.random.stateless_normal([len(kids), D], [1, 1])
+        want = tf.function(fn)(x, tf.constant(kids))
+        vf = pf.vectorize_loops(fn)
+        _assert_same(vf(x, tf.constant(kids)), want)
+        assert vf.explain(x, tf.constant(kids))[0].decision == "levels"
+        with mock.patch.object(loop_rewrite, "_LEVELS_SHARE", None):
+            _assert_same(pf.vectorize_loops(fn)(x, tf.constant(kids)), want)
+    small = tf.constant(_complete_tree(15))
+    (entry,) = pf.vectorize_loops(fn).explain(tf.zeros([15, D]), small)
+    assert entry.decision == "kept" and "too few" in entry.reason
+
+
+def test_a_sparse_triangular_solve_by_forward_substitution_runs_by_levels(always_levels):
+    rng = np.random.default_rng(3)
+    n, k = 40, 3
+    cols = np.zeros([n, k], np.int32)
+    vals = np.zeros([n, k], np.float32)
+    for t in range(1, n):
+        for j in range(k):
+            if rng.random() < 0.5:
+                cols[t, j], vals[t, j] = rng.integers(0, t), rng.normal()
+    diag = rng.uniform(1, 2, n).astype(np.float32)
+    b = rng.normal(size=n).astype(np.float32)
+
+    def solve(b, cols, vals, diag):
+        xs = tf.TensorArray(tf.float32, size=tf.shape(b)[0], element_shape=[])
+        for t in tf.range(tf.shape(b)[0]):
+            earlier = xs.gather(cols[t])
+            xs = xs.write(t, (b[t] - tf.reduce_sum(vals[t] * earlier)) / diag[t])
+        return xs.stack()
+    args = [tf.constant(a) for a in (b, cols, vals, diag)]
+    vf = pf.vectorize_loops(solve, check=True)
+    dense = np.diag(diag)
+    for t in range(n):
+        for j in range(k):
+            dense[t, cols[t, j]] += vals[t, j]
+    np.testing.assert_allclose(vf(*args).numpy(), np.linalg.solve(dense, b), rtol=1e-4,
+                               atol=1e-4)
+    assert vf.explain(*args)[0].decision == "levels"
+
+
+def test_reads_of_items_not_yet_written_see_the_list_the_loop_started_with(always_levels):
+    def fn(init):
+        n = init.shape[0]
+        ta = tf.TensorArray(tf.float32, size=n, element_shape=[D]).unstack(init)
+        for t in tf.range(n):
+            parent = ta.read(t // 2)  # written before t (except at t = 0: itself)
+            later = ta.read(tf.minimum(t + 1, n - 1))  # not written yet: the initial item
+            ta = ta.write(t, parent * 0.5 + later)
+        return ta.stack()
+    init = tf.random.stateless_normal([16, D], [4, 4])
+    vf = pf.vectorize_loops(fn, check=True)
+    _assert_same(vf(init), tf.function(fn)(init))
+    assert vf.explain(init)[0].decision == "levels"
+
+
+def test_gradients_flow_through_a_loop_run_by_levels(always_levels):
+    w = tf.Variable(tf.random.stateless_normal([D, D], [5, 5]) * 0.5)
+    fn = node_loop(w, w)
+    kids = tf.constant([[-1, -1], [-1, -1], [0, 1], [-1, -1], [2, 3]])
+    x = tf.random.stateless_normal([5, D], [6, 6])
+    grads = []
+    for f in (pf.vectorize_loops(fn), tf.function(fn)):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(f(x, kids) ** 2)
+        grads.append(tape.gradient(loss, w))
+    _assert_same(grads[0], grads[1])
+
+
+def test_a_read_outside_the_list_fails_as_in_the_loop(always_levels):
+    fn = node_loop(tf.eye(D), tf.eye(D))
+    kids = tf.constant([[-1, -1], [0, 7]])  # node 1 reads item 7 of a list of 2
+    x = tf.zeros([2, D])
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.function(fn)(x, kids)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="reads an item outside its list"):
+        pf.vectorize_loops(fn)(x, kids)

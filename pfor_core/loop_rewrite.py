@@ -1,0 +1,288 @@
+"""The vectorized forms of an existing loop: one pfor of its body, or level by level.
+
+Both take a ``loop_analysis.Plan`` and the loop's inputs in the new graph, and return
+what the loop's outputs would be. ``replay`` emits the body graph again (existing_loops'
+``_Replay``: inner loops rewritten too). Iteration t has counters ``start + step * t``.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from pfor_core import api, checks, emit, loop_analysis
+
+# The level schedule runs when its levels are at most this share of the iterations:
+# one level (a pfor over its iterations, ~3x the body's ops, on vectors) measured 9-12x
+# one iteration of the loop (benchmarks/existing_loops.py, tree and solve). None:
+# always the schedule (tests).
+_LEVELS_SHARE = 0.1
+# Fewer iterations never run by levels: finding the indices and the levels costs about
+# as much as 20-40 iterations of such loops.
+_LEVELS_MIN = 64
+_ROUNDS_PER_STEP = 4
+
+
+def independent(replay, plan, inputs) -> list:
+    """The loop as one pfor of its body: lists written at the counter filled from the
+    stacked values, reductions over them."""
+    _check_item_shapes(plan)
+    n = trip_count(replay, plan, inputs)
+    results = [v for _, v in plan.written.values()] + [v for _, v in plan.reduced.values()]
+    stacked = []
+    if results:
+        skip = {_source_op(plan.body.outputs[k]) for k in [*plan.written, *plan.reduced]}
+
+        def loop_fn(t):
+            mapped = replay.graph(plan.body, feeds(plan, inputs, t), skip=skip, only=results)
+            return [mapped[v.ref()] for v in results]
+        stacked = api.pfor(loop_fn, n, fallback="error", memory_budget=replay.budget)
+    lists = dict(zip(plan.written, stacked))
+    reduced = {}
+    for (k, (how, _)), values in zip(plan.reduced.items(), stacked[len(plan.written):]):
+        reduced[k] = _combine(how, inputs[k], _reduce(how, values))
+    return outputs(replay, plan, inputs, n, lists, reduced)
+
+
+def levels(replay, plan, inputs, original) -> list:
+    """The loop run level by level: iteration t's level is one more than the highest
+    level among the earlier iterations whose items it reads (the indices computed for
+    every t first, vectorized); each level is one pfor over its iterations, reading the
+    items earlier levels wrote. ``original()`` emits the loop as it was: it runs instead
+    when the levels are not much fewer than the iterations."""
+    _check_item_shapes(plan)
+    n = trip_count(replay, plan, inputs)
+    if _LEVELS_SHARE is None:
+        level, _ = _levels_of(_dependences(replay, plan, inputs, n), n, None)
+        return _run_levels(replay, plan, inputs, n, level)
+    if isinstance(n, int) and n < _LEVELS_MIN:
+        raise Kept(f"its {n} iterations are too few for a level schedule to pay")
+    n_tensor = tf.convert_to_tensor(n, tf.int32)
+    share = _LEVELS_SHARE * tf.cast(n_tensor, tf.float32)
+
+    def schedule():
+        # Levels beyond the share are not worth finding: stop looking there.
+        level, deeper = _levels_of(_dependences(replay, plan, inputs, n), n,
+                                   tf.cast(share, tf.int32) + 1)
+        depth = tf.cast(tf.reduce_max(tf.concat([level + 1, [0]], 0)), tf.float32)
+        return tf.cond(tf.logical_not(deeper) & (depth <= share),
+                       lambda: _run_levels(replay, plan, inputs, n, level), original)
+    if isinstance(n, int):
+        return list(schedule())
+    return list(tf.cond(n_tensor >= _LEVELS_MIN, schedule, original))
+
+
+class Kept(Exception):
+    """The loop stays as it is, for the reason given."""
+
+
+def _run_levels(replay, plan, inputs, n, level) -> list:
+    keys = [*plan.recurrent, *plan.written]
+    values = ([v for _, v, _ in plan.recurrent.values()] + [v for _, v in plan.written.values()]
+              + [v for _, v in plan.reduced.values()])
+    buffers = [tf.zeros([n, *v.shape.as_list()], v.dtype) for v in values[:len(keys)]]
+    totals = [inputs[k] for k in plan.reduced]
+    depth = tf.reduce_max(tf.concat([level + 1, [0]], 0))
+
+    def step(at, *state):
+        items, sums = list(state[:len(keys)]), list(state[len(keys):])
+        rows = tf.cast(tf.reshape(tf.where(tf.equal(level, at)), [-1]), tf.int32)
+
+        def loop_fn(j):
+            t = tf.gather(rows, j)
+            reads = {op: _read(plan, inputs, k, op, items[keys.index(k)], t)
+                     for k, (_, _, ops) in plan.recurrent.items() for op in ops}
+            mapped = replay.graph(plan.body, feeds(plan, inputs, t), only=values,
+                                  substitute=reads)
+            return [mapped[v.ref()] for v in values]
+        # A level holds at least one iteration: no guard for none.
+        out = api.build(loop_fn, tf.size(rows), _options(replay), nonempty=True)
+        items = [tf.tensor_scatter_nd_update(b, rows[:, None], o) for b, o in zip(items, out)]
+        sums = [_combine(how, s, _reduce(how, o)) for (how, _), s, o in
+                zip(plan.reduced.values(), sums, out[len(keys):])]
+        return (at + 1, *items, *sums)
+    state = tf.while_loop(lambda at, *_: at < depth, step, (0, *buffers, *totals))[1:]
+    lists = dict(zip(keys, state[:len(keys)]))
+    return outputs(replay, plan, inputs, n, lists, dict(zip(plan.reduced, state[len(keys):])))
+
+
+def _options(replay):
+    return checks.options(fallback="error", randomness="different", parallel_iterations=None,
+                          memory_budget=replay.budget)
+
+
+def _writer(plan, inputs, k, index, t):
+    """(the iteration that wrote item ``index`` of list ``k``, whether it ran before
+    ``t``): only then does the item hold what an iteration wrote."""
+    counter = plan.recurrent[k][0]
+    start, step = inputs[counter], plan.counters[counter]
+    offset = tf.cast(index, start.dtype) - start
+    iteration = offset // step
+    earlier = (offset % step == 0) & (iteration >= 0) & (iteration < tf.cast(t, start.dtype))
+    return tf.cast(iteration, tf.int32), earlier
+
+
+def _dependences(replay, plan, inputs, n):
+    """[n, reads]: the earlier iteration each read of iteration t sees, or -1."""
+    reads = [op for _, _, ops in plan.recurrent.values() for op in ops]
+    owners = [k for k, (_, _, ops) in plan.recurrent.items() for _ in ops]
+    indices = [op.inputs[1] for op in reads]
+
+    def loop_fn(t):
+        mapped = replay.graph(plan.body, feeds(plan, inputs, t), only=indices)
+        return [mapped[i.ref()] for i in indices]
+    stacked = api.pfor(loop_fn, n, fallback="error")
+    t = tf.range(n)
+    columns = []
+    for k, index, op in zip(owners, stacked, reads):
+        # The loop's read of an item outside its list fails: so does the schedule.
+        size = tf.cast(tf.raw_ops.TensorListLength(input_handle=inputs[k]), index.dtype)
+        index = emit.checked(index, tf.reduce_all((index >= 0) & (index < size)), [
+            f"vectorize_loops: {op.type} '{op.name}' reads an item outside its list of",
+            size, "items"])
+        rows = tf.reshape(t, [-1] + [1] * (index.shape.rank - 1))
+        iteration, earlier = _writer(plan, inputs, k, index, rows)
+        columns.append(tf.reshape(tf.where(earlier, iteration, -1), [n, -1]))
+    return tf.concat(columns, 1)
+
+
+def _levels_of(dependences, n, rounds):
+    """Each iteration's level: 0 without an earlier read, else one more than the
+    highest level it reads (a fixed point, reached after as many rounds as levels), and
+    whether it was not reached within ``rounds`` (None: no limit)."""
+    def round_(level, _):
+        for _ in range(_ROUNDS_PER_STEP):  # a loop step costs more than a round
+            seen = tf.gather(level, tf.maximum(dependences, 0))
+            new = tf.reduce_max(tf.concat([tf.where(dependences >= 0, seen + 1, 0),
+                                           tf.zeros([n, 1], tf.int32)], 1), 1)
+            changed, level = tf.reduce_any(tf.not_equal(new, level)), new
+        return level, changed
+    return tf.while_loop(lambda _, changed: changed, round_,
+                         (tf.zeros([n], tf.int32), tf.constant(True)),
+                         maximum_iterations=None if rounds is None else
+                         (rounds + _ROUNDS_PER_STEP - 1) // _ROUNDS_PER_STEP)
+
+
+def _read(plan, inputs, k, op, items, t):
+    """The emitter of a read of list ``k`` at iteration ``t``: items earlier iterations
+    wrote come from ``items``, the others from the list the loop started with."""
+    def emit(new_inputs):
+        index, shape = new_inputs[1], new_inputs[2]
+        iteration, earlier = _writer(plan, inputs, k, index, t)
+        written = tf.gather(items, tf.maximum(iteration, 0))
+        dtype = op.get_attr("element_dtype")
+        if inputs[k].op.type == "TensorListReserve":  # nothing set before the loop
+            before = tf.zeros_like(written)
+        elif op.type == "TensorListGetItem":
+            before = tf.raw_ops.TensorListGetItem(input_handle=inputs[k], index=index,
+                                                  element_shape=shape, element_dtype=dtype)
+        else:
+            before = tf.raw_ops.TensorListGather(input_handle=inputs[k], indices=index,
+                                                 element_shape=shape, element_dtype=dtype)
+        mask = tf.reshape(earlier, tf.concat(
+            [tf.shape(earlier), tf.ones([items.shape.rank - 1], tf.int32)], 0))
+        out = tf.where(mask, written, tf.cast(before, written.dtype))
+        out.set_shape(op.outputs[0].shape)  # what the loop's read knew
+        return [out]
+    return emit
+
+
+def outputs(replay, plan, inputs, n, lists, reduced) -> list:
+    """The loop's outputs: counters after ``n`` iterations, ``lists`` ({position: the
+    [n, ...] items written}) scattered into the lists the loop started with,
+    ``reduced`` ({position: value}) as given, the rest unchanged."""
+    outs = list(inputs)
+    for k, step in plan.counters.items():
+        outs[k] = _at(inputs[k], step, n)
+    for k, items in lists.items():
+        counter = (plan.written.get(k) or plan.recurrent[k])[0]
+        indices = _at(inputs[counter], plan.counters[counter], tf.range(n))
+        outs[k] = tf.raw_ops.TensorListScatterIntoExistingList(
+            input_handle=inputs[k], tensor=items, indices=tf.cast(indices, tf.int32))
+        if _fresh(inputs[k], n) and (_static(inputs[counter]), plan.counters[counter]) == (0, 1):
+            replay.whole[outs[k].ref()] = items
+    for k, value in reduced.items():
+        outs[k] = value
+    return outs
+
+
+def feeds(plan, inputs, t) -> dict:
+    """The body's inputs at iteration ``t``: counters and invariants (the loop's state
+    stays unfed: only the ops the plan replaces read it)."""
+    state = {*plan.written, *plan.reduced, *plan.recurrent}
+    out = {}
+    for k, inp in enumerate(plan.body.inputs):
+        if k in plan.counters:
+            out[inp.ref()] = _at(inputs[k], plan.counters[k], t)
+        elif k not in state:
+            out[inp.ref()] = inputs[k]
+    return out
+
+
+def trip_count(replay, plan, inputs):
+    """How often the loop runs: the least count over its condition's bounds, as a
+    Python int where every bound is static."""
+    bounds = [bound for _, bound, _, _ in plan.bounds]
+    mapped = replay.graph(plan.cond, {t.ref(): v for t, v in zip(plan.cond.inputs, inputs)},
+                          only=bounds)
+    counts = []
+    for k, bound, direction, inclusive in plan.bounds:
+        start, step, bound = inputs[k], abs(plan.counters[k]), mapped[bound.ref()]
+        if _static(start) is not None and _static(bound) is not None:
+            distance = (int(_static(bound)) - int(_static(start))) * direction
+        else:
+            distance = tf.cast((tf.cast(bound, start.dtype) - start) * direction, tf.int64)
+        count = distance // step + 1 if inclusive else (distance + step - 1) // step
+        counts.append(max(count, 0) if isinstance(count, int) else tf.maximum(count, 0))
+    if all(isinstance(c, int) for c in counts):
+        return min(counts)
+    return tf.cast(tf.reduce_min(tf.stack([tf.cast(c, tf.int64) for c in counts])), tf.int32)
+
+
+def _check_item_shapes(plan):
+    written = [v for _, v in plan.written.values()] + [v for _, v, _ in plan.recurrent.values()]
+    for value in written:
+        if not value.shape.is_fully_defined():
+            # pfor would check at run time that every iteration's item has one shape;
+            # the loop may write items of different shapes.
+            raise ValueError(f"the items it writes ('{value.op.name}', shape "
+                             f"{value.shape}) have shapes known only at run time")
+
+
+def _reduce(how, values):
+    return {"sum": tf.reduce_sum, "max": tf.reduce_max, "min": tf.reduce_min}[how](values, 0)
+
+
+def _combine(how, a, b):
+    return {"sum": tf.add, "max": tf.maximum, "min": tf.minimum}[how](a, b)
+
+
+def _source_op(tensor):
+    return loop_analysis.source(tensor).op
+
+
+def _at(start, step, t):
+    """A counter's value at iteration(s) ``t``."""
+    return start + step * tf.cast(t, start.dtype)
+
+
+def _static(tensor):
+    """A scalar's static value, or None; also a dimension read off a static shape
+    (``tf.shape(x)[0]``, which ``tf.get_static_value`` does not evaluate)."""
+    value = tf.get_static_value(tensor)
+    if (value is None and tensor.op.type == "StridedSlice" and tensor.shape.rank == 0
+            and tensor.op.get_attr("shrink_axis_mask") == 1):
+        vector, begin = tensor.op.inputs[0], tf.get_static_value(tensor.op.inputs[1])
+        if begin is None or begin.shape != (1,):
+            return None
+        if vector.op.type == "Shape" and vector.op.inputs[0].shape.rank is not None:
+            return vector.op.inputs[0].shape[int(begin[0])]
+        known = tf.get_static_value(vector)
+        return None if known is None else known[int(begin[0])].item()
+    return None if value is None or getattr(value, "shape", ()) != () else value.item()
+
+
+def _fresh(handle, n) -> bool:
+    """Whether ``handle`` is a new list of exactly ``n`` (static) items."""
+    if handle.op.type != "TensorListReserve" or not isinstance(n, int):
+        return False
+    return _static(handle.op.inputs[1]) == n
