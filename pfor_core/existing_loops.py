@@ -17,6 +17,7 @@ import functools
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework import ops
 
 from pfor_core import checks, emit, loop_analysis, loop_rewrite
 from pfor_core.errors import ConversionError
@@ -85,42 +86,81 @@ def vectorize_loops(fn, *, check=False, memory_budget=None):
 
 
 class VectorizedLoops:
-    """The callable ``vectorize_loops`` returns: traced once per input signature."""
+    """The callable ``vectorize_loops`` returns: traced once per input signature.
+
+    Eagerly, the first call of a signature is a probe: a loop that may run by levels
+    reports whether its levels paid, and one that did not is kept as it is in the
+    function traced for the later calls (no schedule to find again each time)."""
 
     def __init__(self, fn, check, memory_budget):
         self._original = tf.function(fn)
-        self._function = tf.function(self._emit, autograph=False)
         self._check, self._budget = check, memory_budget
         self._checked, self._entries = set(), []
+        self._kept = {}  # signature -> names of level loops whose levels did not pay
+        self._ready = {}  # signature -> the function its later calls run
+        self._functions = {frozenset(): tf.function(self._emitter(frozenset(), True),
+                                                    autograph=False)}
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args, **kwargs):
         if tf.inside_function():
-            return self._emit(*args, **kwargs)
-        out = self._function(*args, **kwargs)
+            return self._emitter(frozenset(), False)(*args, **kwargs)
+        key = self._key(args, kwargs)
+        ready = self._ready.get(key)
+        if ready is not None:  # decided and checked: nothing else to do per call
+            return ready(*args, **kwargs)[0]
+        kept = self._kept.get(key, frozenset())
+        function = self._functions.get(kept)
+        if function is None:
+            function = self._functions[kept] = tf.function(self._emitter(kept, True),
+                                                           autograph=False)
+        out, paid = function(*args, **kwargs)
+        if key not in self._kept:
+            self._kept[key] = frozenset(name for name, ran in paid.items() if not bool(ran))
         if self._check:
-            self._compare(out, args, kwargs)
+            self._compare(out, args, kwargs, key)
+        if self._kept[key] == kept:  # else the next call traces with the decision
+            self._ready[key] = function
         return out
+
+    def _key(self, args, kwargs):
+        """The input signature: shapes and dtypes where every argument is a tensor (no
+        lookup of a traced function per call), else the traced function's name."""
+        if not kwargs and all(isinstance(a, tf.Tensor) for a in args):
+            return tuple((a.dtype, tuple(a.shape)) for a in args)
+        return self._original.get_concrete_function(*args, **kwargs).name
 
     def explain(self, *args, **kwargs) -> LoopsReport:
         """The loops found in ``fn`` for these arguments, with each decision and why."""
-        tf.function(self._emit, autograph=False).get_concrete_function(*args, **kwargs)
+        key = self._key(args, kwargs)
+        emit = self._emitter(self._kept.get(key, frozenset()), False)
+        tf.function(emit, autograph=False).get_concrete_function(*args, **kwargs)
         return LoopsReport(tuple(self._entries))
 
-    def _emit(self, *args, **kwargs):
-        concrete = self._original.get_concrete_function(*args, **kwargs)
-        graph = concrete.graph
-        flat = concrete.function_type.unpack_inputs(concrete.function_type.bind(*args, **kwargs))
-        feeds = {inner.ref(): value for inner, value in zip(graph.inputs, flat)}
-        feeds.update((inner.ref(), outer) for outer, inner in graph.captures)
-        self._entries = []
-        mapped = _Replay(self._entries, self._budget).graph(graph, feeds)
-        return tf.nest.map_structure(
-            lambda t: mapped[t.ref()] if isinstance(t, tf.Tensor) else t,
-            graph.structured_outputs, expand_composites=True)
+    def _emitter(self, kept, probe):
+        """A function emitting ``fn`` with its loops rewritten, the level loops named in
+        ``kept`` left as they are; with ``probe``, it also returns {loop name: whether
+        its levels ran} for the level loops of ``fn``'s own graph."""
+        def emit(*args, **kwargs):
+            concrete = self._original.get_concrete_function(*args, **kwargs)
+            graph = concrete.graph
+            flat = concrete.function_type.unpack_inputs(
+                concrete.function_type.bind(*args, **kwargs))
+            feeds = {inner.ref(): value for inner, value in zip(graph.inputs, flat)}
+            feeds.update((inner.ref(), outer) for outer, inner in graph.captures)
+            self._entries = []
+            replay = _Replay(self._entries, self._budget, kept)
+            mapped = replay.graph(graph, feeds)
+            out = tf.nest.map_structure(
+                lambda t: mapped[t.ref()] if isinstance(t, tf.Tensor) else t,
+                graph.structured_outputs, expand_composites=True)
+            if not probe:
+                return out
+            here = ops.get_default_graph()
+            return out, {name: ran for name, ran in replay.paid if ran.graph is here}
+        return emit
 
-    def _compare(self, out, args, kwargs):
-        key = self._function.get_concrete_function(*args, **kwargs).name
+    def _compare(self, out, args, kwargs, key):
         if key in self._checked:
             return
         want = self._original(*args, **kwargs)
@@ -145,8 +185,9 @@ class VectorizedLoops:
 class _Replay:
     """Emits a graph's ops again into the default graph, rewriting its loops."""
 
-    def __init__(self, entries: list, budget):
-        self.entries, self.budget = entries, budget
+    def __init__(self, entries: list, budget, kept=frozenset()):
+        self.entries, self.budget, self.kept = entries, budget, kept
+        self.paid = []  # (loop name, whether its levels ran): see VectorizedLoops
         # Lists a vectorized loop wrote whole (fresh, every item once, in order), by the
         # new handle: stacking one again is the stacked values themselves.
         self.whole = {}
@@ -210,10 +251,16 @@ class _Replay:
         if isinstance(plan, loop_analysis.Dependent):
             self._record(op, kind, "kept", plan.reason)
             return _copy(op, inputs)
+        if plan.recurrent and op.name in self.kept:
+            self._record(op, kind, "kept", "its levels were more than a tenth of its "
+                         "iterations on the first call: it runs as it was")
+            return _copy(op, inputs)
         before = len(self.entries)
         try:
             if plan.recurrent:
-                outs = loop_rewrite.levels(self, plan, inputs, lambda: _copy(op, inputs))
+                outs, ran = loop_rewrite.levels(self, plan, inputs, lambda: _copy(op, inputs))
+                if ran is not None:
+                    self.paid.append((op.name, ran))
             else:
                 outs = loop_rewrite.independent(self, plan, inputs)
         except loop_rewrite.Kept as why:

@@ -48,16 +48,20 @@ def levels(replay, plan, inputs, original) -> list:
     level among the earlier iterations whose items it reads (the indices computed for
     every t first, vectorized); each level is one pfor over its iterations, reading the
     items earlier levels wrote. ``original()`` emits the loop as it was: it runs instead
-    when the levels are not much fewer than the iterations."""
+    when the levels are not much fewer than the iterations. Returns (the outputs, a
+    bool tensor: whether the levels ran, or None where they always do)."""
     _check_item_shapes(plan)
     n = trip_count(replay, plan, inputs)
     if _LEVELS_SHARE is None:
         level, _ = _levels_of(_dependences(replay, plan, inputs, n), n, None)
-        return _run_levels(replay, plan, inputs, n, level)
+        return _run_levels(replay, plan, inputs, n, level), None
     if isinstance(n, int) and n < _LEVELS_MIN:
         raise Kept(f"its {n} iterations are too few for a level schedule to pay")
     n_tensor = tf.convert_to_tensor(n, tf.int32)
     share = _LEVELS_SHARE * tf.cast(n_tensor, tf.float32)
+
+    def as_it_was():
+        return [*original(), tf.constant(False)]
 
     def schedule():
         # Levels beyond the share are not worth finding: stop looking there.
@@ -65,10 +69,12 @@ def levels(replay, plan, inputs, original) -> list:
                                    tf.cast(share, tf.int32) + 1)
         depth = tf.cast(tf.reduce_max(tf.concat([level + 1, [0]], 0)), tf.float32)
         return tf.cond(tf.logical_not(deeper) & (depth <= share),
-                       lambda: _run_levels(replay, plan, inputs, n, level), original)
-    if isinstance(n, int):
-        return list(schedule())
-    return list(tf.cond(n_tensor >= _LEVELS_MIN, schedule, original))
+                       lambda: [*_run_levels(replay, plan, inputs, n, level),
+                                tf.constant(True)], as_it_was)
+    out = schedule() if isinstance(n, int) else tf.cond(n_tensor >= _LEVELS_MIN, schedule,
+                                                         as_it_was)
+    out = list(out)
+    return out[:-1], out[-1]
 
 
 class Kept(Exception):

@@ -267,18 +267,24 @@ def _complete_tree(n):
 def test_the_schedule_runs_where_it_pays_and_the_loop_where_not():
     """A complete tree of 127 nodes has 7 levels: run by levels; a chain of 80 nodes has
     80: the loop as it was runs (the schedule would take as many steps, each costing
-    more), chosen at run time; forced, the schedule gives the same. Under 64 iterations
-    the loop stays when traced."""
+    more), chosen at run time, and after the first eager call it is kept as it was;
+    forced, the schedule gives the same. Under 64 iterations the loop stays when
+    traced."""
     fn = node_loop(tf.eye(D) * 0.5, tf.eye(D) * 0.5)
     chain = np.stack([np.arange(-1, 79), np.full(80, -1)], 1).astype(np.int32)
-    for kids in (_complete_tree(127), chain):
+    for kids, after in ((_complete_tree(127), "levels"), (chain, "kept")):
         x = tf.random.stateless_normal([len(kids), D], [1, 1])
         want = tf.function(fn)(x, tf.constant(kids))
         vf = pf.vectorize_loops(fn)
-        _assert_same(vf(x, tf.constant(kids)), want)
         assert vf.explain(x, tf.constant(kids))[0].decision == "levels"
+        _assert_same(vf(x, tf.constant(kids)), want)  # the probe: levels pay or not
+        (entry,) = vf.explain(x, tf.constant(kids))
+        assert entry.decision == after, str(entry)
+        _assert_same(vf(x, tf.constant(kids)), want)  # traced with that decision
         with mock.patch.object(loop_rewrite, "_LEVELS_SHARE", None):
             _assert_same(pf.vectorize_loops(fn)(x, tf.constant(kids)), want)
+        # Inside a tf.function there is no probe: the choice is made at run time.
+        _assert_same(tf.function(vf)(x, tf.constant(kids)), want)
     small = tf.constant(_complete_tree(15))
     (entry,) = pf.vectorize_loops(fn).explain(tf.zeros([15, D]), small)
     assert entry.decision == "kept" and "too few" in entry.reason
