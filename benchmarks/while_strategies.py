@@ -1,11 +1,14 @@
-"""Per-iteration trip counts: the masked loop against the active subset, by body size.
+"""Per-iteration trip counts: the masked loop against the active subset ("compacted").
 
-The body is ``x = tanh(W x)`` on a row of ``d`` floats (``x * 0.9 + 1`` for d = 1),
-each iteration running its own number of steps (uniform in 0..100). Both strategies
-of pfor's while-loop converter run side by side in one process, forced on each side;
-"chosen" names what pfor picks on its own (pfor_controlflow/loops/masking.py: masked for
-rows of at most 32 elements when the body is made of total ops). Run:
-    .venv/bin/python benchmarks/while_strategies.py [--batch 512]
+Two bodies, each iteration running its own number of steps: ``x = tanh(W x)`` on a row
+of ``d`` floats (``x * 0.9 + 1`` for d = 1), and the paper's dynamic LSTM (input 128,
+state 32 or 256, reading its input at the step). Trip counts are drawn three ways:
+uniform in 1..100, skewed (90% in 1..10, the rest in 90..100) and constant (100). Both
+strategies of pfor's while-loop converter run side by side in one process, forced on
+each side; "chosen" names what pfor's cost model picks on its own
+(pfor_controlflow/loops/masking.py, as pf.explain reports it) and "chosen / best" how
+far that is from the faster of the two. Run:
+    .venv/bin/python benchmarks/while_strategies.py [--batch 64 512] [--dims ...] [--lstm-batch 128]
 """
 
 import argparse
@@ -17,12 +20,22 @@ import tensorflow as tf
 from _bench import compare, header, table  # pylint: disable=import-error
 
 import pfor_core as pf
-from pfor_controlflow.loops import masking, trip_counts
+from dynamic_lstm import lstm_step  # pylint: disable=import-error
+from pfor_controlflow.loops import masking
 
 
-def make_body(batch, d, max_trips=100, seed=0):
+def trip_counts(kind, batch, rng):
+    if kind == "uniform":
+        return rng.integers(1, 101, size=[batch])
+    if kind == "skewed":
+        return np.where(rng.random(batch) < 0.9, rng.integers(1, 11, batch),
+                        rng.integers(90, 101, batch))
+    return np.full([batch], 100)
+
+
+def make_body(batch, d, trips, seed=0):
     rng = np.random.default_rng(seed)
-    trips = tf.constant(rng.integers(0, max_trips + 1, size=[batch]), tf.int32)
+    trips = tf.constant(trips, tf.int32)
     x0 = tf.constant(rng.normal(size=[batch, d]), tf.float32)
     w = tf.constant(rng.normal(size=[d, d]) / np.sqrt(d), tf.float32)
 
@@ -35,6 +48,27 @@ def make_body(batch, d, max_trips=100, seed=0):
     return body
 
 
+def make_lstm(batch, state, trips, seed=0):
+    rng = np.random.default_rng(seed)
+    dim = 128 if state > 32 else 16
+    inputs = tf.constant(rng.normal(size=[batch, 100, dim]), tf.float32)
+    lengths = tf.constant(trips, tf.int32)
+    weights = tf.constant(rng.normal(size=[dim + state, 4 * state]) / np.sqrt(dim + state),
+                          tf.float32)
+    bias = tf.zeros([4 * state])
+
+    def body(i):
+        x, steps = tf.gather(inputs, i), tf.gather(lengths, i)
+
+        def step(t, h, c):
+            h, c = lstm_step(x[t][None], h, c, weights, bias)
+            return t + 1, h, c
+
+        zeros = tf.zeros([1, state])
+        return tf.while_loop(lambda t, h, c: t < steps, step, (0, zeros, zeros))[1][0]
+    return body
+
+
 def converted(body, batch, masked):
     """pf.pfor of ``body`` under tf.function, with the strategy forced."""
     with mock.patch.object(masking, "pays", lambda loop: masked):
@@ -43,36 +77,45 @@ def converted(body, batch, masked):
     return fn
 
 
-def chosen(body) -> str:
-    runs = []
-    with mock.patch.object(trip_counts, "run_masked", lambda *a: runs.append("masked")), \
-            mock.patch.object(trip_counts, "run_subset", lambda *a: runs.append("subset")):
-        try:
-            pf.pfor(body, 2, fallback="error")
-        except Exception:  # pylint: disable=broad-except
-            pass  # the stand-ins return nothing: only the choice matters
-    return runs[0]
+def chosen(body, batch) -> str:
+    return pf.explain(body, batch).loops[0].strategy
+
+
+def measure(body, batch):
+    fns = {"compacted": converted(body, batch, False), "masked": converted(body, batch, True)}
+    np.testing.assert_allclose(fns["masked"](), fns["compacted"](), rtol=1e-4, atol=1e-5)
+    times = compare(fns, budget=1.0, rounds=3)
+    pick = chosen(body, batch)
+    return (f"{times['compacted'] * 1e3:.2f}", f"{times['masked'] * 1e3:.2f}",
+            f"{times['masked'] / times['compacted']:.2f}", pick,
+            f"{times[pick] / min(times.values()):.2f}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch", type=int, nargs="*", default=[64, 512])
-    parser.add_argument("--dims", type=int, nargs="*", default=[1, 8, 32, 64, 128, 256])
+    parser.add_argument("--dims", type=int, nargs="*", default=[1, 8, 32, 64, 256])
+    parser.add_argument("--lengths", nargs="*", default=["uniform", "skewed", "constant"])
+    parser.add_argument("--lstm-batch", type=int, default=128)
     args = parser.parse_args()
+    rng = np.random.default_rng(1)
+    columns = ("compacted ms", "masked ms", "masked / compacted", "chosen", "chosen / best")
     rows = []
     for batch in args.batch:
         for d in args.dims:
-            body = make_body(batch, d)
-            fns = {"subset": converted(body, batch, False),
-                   "masked": converted(body, batch, True)}
-            np.testing.assert_allclose(fns["masked"](), fns["subset"](), rtol=1e-5, atol=1e-6)
-            times = compare(fns, budget=1.0, rounds=3)
-            rows.append((batch, d, f"{times['subset'] * 1e3:.2f}",
-                         f"{times['masked'] * 1e3:.2f}",
-                         f"{times['masked'] / times['subset']:.2f}", chosen(body)))
-    print(header("Per-iteration trip counts (0..100): masked loop vs active subset"))
-    print(table(("batch", "floats a row", "subset ms", "masked ms", "masked / subset",
-                 "chosen"), rows))
+            for kind in args.lengths:
+                rows.append((batch, d, kind) + measure(
+                    make_body(batch, d, trip_counts(kind, batch, rng)), batch))
+    print(header("Per-iteration trip counts: masked loop vs active subset (compacted)"))
+    print(table(("batch", "floats a row", "trip counts") + columns, rows))
+    rows = []
+    for state in (32, 256):
+        for kind in args.lengths:
+            trips = trip_counts(kind, args.lstm_batch, rng)
+            rows.append((state, kind) + measure(
+                make_lstm(args.lstm_batch, state, trips), args.lstm_batch))
+    print(f"\nDynamic LSTM, batch {args.lstm_batch}")
+    print(table(("state", "lengths") + columns, rows))
 
 
 if __name__ == "__main__":

@@ -70,10 +70,23 @@ def build(loop_fn, iters, options: Options, records: list | None = None, *,
         return body.pack(_converted_outputs(body, n, n_static, options, records, nonempty))
 
 
+@dataclasses.dataclass(frozen=True)
+class ChunkRecord:
+    """The chunk size chosen under a memory budget and the peak bytes estimated for a
+    chunk of that size (``pf.explain``: ``report.chunk_size``, ``report.memory_estimate``)."""
+
+    chunk_size: int
+    memory_estimate: int
+
+
 def _converted_outputs(body, n, n_static, options, records, nonempty=False):
     k = options.parallel_iterations
     if k == "auto" and n_static != 0:
-        k = _balanced(_fit(body, options, n_static), n_static)
+        fitted, profile = _fit(body, options, n_static)
+        k = _balanced(fitted, n_static)
+        if records is not None:
+            size = k if n_static is None else min(k, n_static)
+            records.append(ChunkRecord(chunk_size=size, memory_estimate=profile.peak(size)))
     elif k == "auto":
         k = None
     if n_static == 0 and empty.possible(body):
@@ -99,9 +112,9 @@ def _convert_in_chunks(body, n, n_static, k, options, records):
     return chunk_tails.finish(tails, parts, conversion)
 
 
-def _fit(body, options: Options, n_static=None, measure=None) -> int:
-    """The chunk size for ``options.memory_budget`` (see budget.py); ``n_static`` where
-    all iterations fit beyond their outputs."""
+def _fit(body, options: Options, n_static=None, measure=None):
+    """The chunk size for ``options.memory_budget`` (see budget.py), ``n_static`` where
+    all iterations fit beyond their outputs, and the profile it was read from."""
     probe_options = dataclasses.replace(options, fallback="loop", parallel_iterations=None)
 
     def convert(n):
@@ -116,7 +129,8 @@ def _fit(body, options: Options, n_static=None, measure=None) -> int:
             "not all static here, so pfor cannot estimate its memory; call pf.pfor eagerly "
             "(it then measures a run), or pass parallel_iterations=k.")
     profile = profile or measure()
-    return profile.chunk_size(options.memory_budget or budget.default_budget(), n_static)
+    return profile.chunk_size(options.memory_budget or budget.default_budget(),
+                              n_static), profile
 
 
 def _balanced(k: int, n_static: int | None) -> int:
@@ -149,7 +163,7 @@ def _fit_eagerly(loop_fn, n_static, options: Options) -> Options:
             lambda: build(loop_fn, min(k, n_static), fixed)))
         return budget.measured_profile(run)
 
-    chunk = _balanced(_fit(body, options, n_static, measure), n_static)
+    chunk = _balanced(_fit(body, options, n_static, measure)[0], n_static)
     return dataclasses.replace(options, parallel_iterations=chunk)
 
 

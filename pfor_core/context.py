@@ -7,6 +7,7 @@ become new attributes, never new converter parameters.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol, Sequence
 
 import tensorflow as tf
@@ -38,6 +39,7 @@ class Conversion(Protocol):
     scratch: dict
     side_effects: list
     trial_layouts: dict
+    records: list
 
     def stack(self, value: Layout) -> tf.Tensor: ...
 
@@ -46,6 +48,17 @@ class Conversion(Protocol):
     def child(self, positions, *, trial: bool = False) -> "Conversion": ...
 
 
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategyRecord:
+    """A choice a converter made between ways of running an op (``pf.explain`` lists
+    them in ``report.loops``): e.g. a while loop run "masked" or "compacted"."""
+
+    op_type: str
+    name: str
+    strategy: str
+    reason: str
 
 
 class ConvertContext:
@@ -196,6 +209,13 @@ class ConvertContext:
     def scratch(self) -> dict:
         """Per-conversion scratch space shared by all converters."""
         return self._conversion.scratch
+
+    def report_strategy(self, strategy: str, reason: str) -> None:
+        """Record the way this op runs and why, for ``pf.explain`` (``report.loops``);
+        nothing for a trial conversion."""
+        if not self._conversion.trial:
+            self._conversion.records.append(StrategyRecord(
+                op_type=self.op.type, name=self.op.name, strategy=strategy, reason=reason))
 
     # -- helpers ------------------------------------------------------------------
     def stacked(self, k: int) -> tf.Tensor:

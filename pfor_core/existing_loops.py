@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -23,6 +24,10 @@ from pfor_core import checks, emit, loop_analysis, loop_rewrite
 from pfor_core.errors import ConversionError
 
 _CALLS = ("PartitionedCall", "StatefulPartitionedCall")
+# The first eager call of a signature times the rewritten function against fn: later
+# calls run fn itself where the rewrite took more than _SLOWER times as long (best of
+# _ROUNDS calls each, one where a call takes over _LONG seconds).
+_SLOWER, _ROUNDS, _LONG = 1.05, 3, 0.25
 _CONDS = ("If", "StatelessIf")
 
 
@@ -41,6 +46,9 @@ class LoopEntry:
 class LoopsReport:
     """The loops ``vectorize_loops`` found in one trace, outer ones after inner ones."""
     loops: tuple
+    # The first eager call's timing of this signature, {"rewritten": s, "original": s},
+    # or None where it was not timed (inside tf.function, effects, nothing rewritten).
+    measured: dict | None = None
 
     def __iter__(self):
         return iter(self.loops)
@@ -58,6 +66,9 @@ class LoopsReport:
         lines = [f"{'loop':{width}}  kind        decision    reason"]
         lines += [f"{e.name:{width}}  {e.kind:10}  {e.decision:10}  {e.reason}"
                   for e in self.loops]
+        if self.measured:
+            lines.append(f"first call: rewritten {self.measured['rewritten'] * 1e3:.3g} ms, "
+                         f"fn {self.measured['original'] * 1e3:.3g} ms")
         return "\n".join(lines)
 
 
@@ -98,6 +109,7 @@ class VectorizedLoops:
         self._checked, self._entries = set(), []
         self._kept = {}  # signature -> names of level loops whose levels did not pay
         self._ready = {}  # signature -> the function its later calls run
+        self._measured = {}  # signature -> the first call's timing (LoopsReport.measured)
         self._functions = {frozenset(): tf.function(self._emitter(frozenset(), True),
                                                     autograph=False)}
         functools.update_wrapper(self, fn, updated=())
@@ -120,8 +132,22 @@ class VectorizedLoops:
         if self._check:
             self._compare(out, args, kwargs, key)
         if self._kept[key] == kept:  # else the next call traces with the decision
-            self._ready[key] = function
+            self._ready[key] = self._faster(function, key, args, kwargs)
         return out
+
+    def _faster(self, function, key, args, kwargs):
+        """``function`` (the rewritten fn), or fn itself where the rewrite measured
+        slower: timed on this call's arguments, unless fn has effects (which extra
+        calls would repeat) or nothing was rewritten."""
+        graph = self._original.get_concrete_function(*args, **kwargs).graph
+        if (all(e.decision == "kept" for e in self._entries)
+                or loop_analysis.first_effect(graph) is not None):
+            return function
+        original = lambda *a, **k: (self._original(*a, **k), None)  # noqa: E731
+        original(*args, **kwargs)  # (traced outside the timing)
+        best = _timings({"rewritten": function, "original": original}, args, kwargs)
+        self._measured[key] = best
+        return original if best["rewritten"] > _SLOWER * best["original"] else function
 
     def _key(self, args, kwargs):
         """The input signature: shapes and dtypes where every argument is a tensor (no
@@ -135,7 +161,14 @@ class VectorizedLoops:
         key = self._key(args, kwargs)
         emit = self._emitter(self._kept.get(key, frozenset()), False)
         tf.function(emit, autograph=False).get_concrete_function(*args, **kwargs)
-        return LoopsReport(tuple(self._entries))
+        entries, measured = tuple(self._entries), self._measured.get(key)
+        if measured and measured["rewritten"] > _SLOWER * measured["original"]:
+            why = (f"the rewritten function took {measured['rewritten'] * 1e3:.3g} ms, fn "
+                   f"{measured['original'] * 1e3:.3g} ms on the first call of this "
+                   "signature: later calls run fn as it is")
+            entries = tuple(e if e.decision == "kept" else dataclasses.replace(
+                e, decision="kept", reason=why) for e in entries)
+        return LoopsReport(entries, measured)
 
     def _emitter(self, kept, probe):
         """A function emitting ``fn`` with its loops rewritten, the level loops named in
@@ -285,6 +318,19 @@ class _Replay:
         once to find a schedule and once to run it)."""
         if not any(e.name == op.name and e.op is op for e in self.entries):
             self.entries.append(LoopEntry(op.name, kind, decision, reason, op))
+
+
+def _timings(fns: dict, args, kwargs) -> dict:
+    """Best seconds per call of each of ``fns`` on these arguments, interleaved."""
+    best = {name: float("inf") for name in fns}
+    for round_ in range(_ROUNDS):
+        for name, f in fns.items():
+            start = time.perf_counter()
+            f(*args, **kwargs)
+            best[name] = min(best[name], time.perf_counter() - start)
+        if round_ == 0 and max(best.values()) > _LONG:
+            break
+    return best
 
 
 def _needed(tensors) -> set:

@@ -1,4 +1,6 @@
-"""``pf.explain``: what the conversion did with every op of the body."""
+"""``pf.explain``: what the conversion did with every op of the body, the strategy of
+every op that had a choice of them (while loops: masked or compacted), and the chunk
+size a memory budget led to."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from tensorflow.python.framework import func_graph
 
 from pfor_core import api, checks
 from pfor_core import autograph
+from pfor_core.context import StrategyRecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +26,10 @@ class Report:
     """
 
     rows: tuple  # walk.OpRecord, in conversion order
+    # context.StrategyRecord (.name, .op_type, .strategy, .reason), one per op
+    loops: tuple = ()
+    chunk_size: int | None = None  # under a memory budget (parallel_iterations="auto")
+    memory_estimate: int | None = None  # bytes a chunk of chunk_size holds at its peak
 
     @property
     def fallbacks(self) -> list:
@@ -50,14 +57,21 @@ class Report:
         widths = [max(len(str(row[k])) for row in lines) for k in range(len(header))]
         out = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in lines]
         out.insert(1, "  ".join("-" * w for w in widths))
+        for r in self.loops:
+            out.append(f"{r.op_type} '{r.name}': {r.strategy} ({r.reason})")
+        if self.chunk_size is not None:
+            out.append(f"chunks of {self.chunk_size} iterations, about "
+                       f"{self.memory_estimate / 2**20:.1f} MiB each at their peak")
         out.append(f"{len(self.rows)} ops, {len(self.fallbacks)} fallbacks")
         return "\n".join(out)
 
     __repr__ = __str__
 
 
-def explain(loop_fn, iters, *, parallel_iterations=None, randomness="different") -> Report:
-    """Convert ``loop_fn`` (without running it) and report how each op was handled.
+def explain(loop_fn, iters, *, parallel_iterations=None, randomness="different",
+            memory_budget=None) -> Report:
+    """Convert ``loop_fn`` (without running it) and report how each op was handled;
+    with ``memory_budget`` (or ``parallel_iterations="auto"``) also the chunk size.
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf
@@ -68,7 +82,8 @@ def explain(loop_fn, iters, *, parallel_iterations=None, randomness="different")
     []
     """
     options = checks.options(fallback="loop", randomness=randomness,
-                             parallel_iterations=parallel_iterations)
+                             parallel_iterations=parallel_iterations,
+                             memory_budget=memory_budget)
     checks.loop_fn(loop_fn)
     loop_fn = autograph.convert_user_fn(loop_fn, autograph.caller_status())
     records: list = []
@@ -80,4 +95,17 @@ def explain(loop_fn, iters, *, parallel_iterations=None, randomness="different")
         # A throwaway graph: the converted ops (side effects included) never run.
         with func_graph.FuncGraph("pfor_explain").as_default():
             api.build(loop_fn, iters, options, records)
-    return Report(rows=tuple(records))
+    return _report(records)
+
+
+def _report(records) -> Report:
+    rows = tuple(r for r in records if not isinstance(r, (StrategyRecord, api.ChunkRecord)))
+    # One entry per op: chunks and the gradient's conversions may convert a loop again.
+    loops: dict = {}
+    for r in records:
+        if isinstance(r, StrategyRecord):
+            loops.setdefault(r.name, r)
+    chunk = [r for r in records if isinstance(r, api.ChunkRecord)]
+    return Report(rows=rows, loops=tuple(loops.values()),
+                  chunk_size=chunk[0].chunk_size if chunk else None,
+                  memory_estimate=chunk[0].memory_estimate if chunk else None)

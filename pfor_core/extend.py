@@ -42,6 +42,7 @@ from pfor_core.emit import find_function
 from pfor_core.errors import ConversionError, Decline
 from pfor_core.hookspecs import hookimpl
 from pfor_core.layout import Invariant, Stacked, View
+from pfor_core.loop_analysis import TripBound, trip_bounds
 from pfor_core.patterns import (batch_polymorphic, broadcasting, elementwise, fold_into_batch,
                                 unfold_from_batch)
 from pfor_core.ragged import NotStacked, Ragged, usually_uniform
@@ -50,8 +51,9 @@ from pfor_core.registry import PackRegistrar, op_types_of
 
 __all__ = [
     "ConversionError", "ConvertContext", "Converted", "Decline", "Invariant", "NotStacked",
-    "PackRegistrar", "Ragged", "Stacked", "View", "batch_polymorphic", "broadcasting",
+    "PackRegistrar", "Ragged", "Stacked", "TripBound", "View", "batch_polymorphic", "broadcasting",
     "elementwise", "find_function", "fold_into_batch", "hookimpl", "op_types_of",
-    "padded_operands", "ragged_from_flat", "shapes", "thin_products", "unfold_from_batch",
+    "padded_operands", "ragged_from_flat", "shapes", "thin_products", "trip_bounds",
+    "unfold_from_batch",
     "usually_uniform",
 ]

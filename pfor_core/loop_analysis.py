@@ -116,13 +116,13 @@ def _reads(tensor, target) -> bool:
     return False
 
 
-def _stateful(graph):
+def first_effect(graph):
     """The first op of ``graph`` (or a function it runs) with effects other than reads."""
     for op in graph.get_operations():
         if op._is_stateful and op.type not in _READS:  # pylint: disable=protected-access
             return op
         for inner in called_graphs(op):
-            found = _stateful(inner)
+            found = first_effect(inner)
             if found is not None:
                 return found
     return None
@@ -134,7 +134,7 @@ def analyze(op: tf.Operation, static_value) -> Plan | Dependent:
     body, cond = function_graph(op, "body"), function_graph(op, "cond")
     if body is None or cond is None:
         return Dependent("its body or condition function was not found")
-    effect = _stateful(body)
+    effect = first_effect(body)
     if effect is not None:
         return Dependent(f"its body has an effect: {effect.type} '{effect.name}'")
     inputs, outputs = list(body.inputs), [source(t) for t in body.outputs]
@@ -160,6 +160,41 @@ def analyze(op: tf.Operation, static_value) -> Plan | Dependent:
     if isinstance(bounds, str):
         return Dependent(bounds)
     return Plan(body, cond, counters, written, reduced, recurrent, bounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class TripBound:
+    """One conjunct ``counter (<|<=|>|>=) bound`` of a loop's condition: the counter is
+    loop variable ``counter``, moved by ``step`` each iteration; ``bound`` is the
+    condition graph's tensor it is compared with, which reads no counter. ``sign`` is 1
+    for an upper bound."""
+
+    counter: int
+    step: int
+    bound: tf.Tensor
+    sign: int
+    inclusive: bool
+
+
+def trip_bounds(body, cond) -> list[TripBound] | None:
+    """How a loop's trip count follows from its initial values, or None: its condition
+    is a conjunction of bounds on counters. The trips are, per conjunct,
+    ``ceil(sign * (bound - start) / |step|)`` (``floor(...) + 1`` for an inclusive
+    bound), at least 0, and the least of them over the conjuncts."""
+    inputs, outputs = list(body.inputs), [source(t) for t in body.outputs]
+    counters = {}
+    for k, (inp, out) in enumerate(zip(inputs, outputs)):
+        step = None if out is inp else _step(out, inp, inputs, outputs, lambda k: None)
+        if step is not None:
+            counters[k] = step
+    bounds = _bounds(cond, counters)
+    if isinstance(bounds, str) or not bounds:
+        return None
+    varying = [cond.inputs[k] for k, (i, o) in enumerate(zip(inputs, outputs)) if o is not i]
+    if any(_reads_any(bound, varying) for _, bound, _, _ in bounds):
+        return None  # (a bound that moves with the loop: not known from the start)
+    return [TripBound(counter=k, step=counters[k], bound=bound, sign=sign,
+                      inclusive=inclusive) for k, bound, sign, inclusive in bounds]
 
 
 def _step(out, inp, inputs, outputs, static_value):

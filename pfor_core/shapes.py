@@ -8,6 +8,8 @@ ambiguous when n is 0.
 from __future__ import annotations
 
 import tensorflow as tf
+from tensorflow.python.eager import context, execute
+from tensorflow.python.framework import ops
 
 
 class RankUnknown(ValueError):
@@ -185,3 +187,62 @@ def masked_elements(tensor: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     # The rows are counted, not -1: a reshape cannot infer a size next to a 0.
     rows = reshape(tensor, [tf.size(mask, out_type=tf.int32)] + inner)
     return tf.gather(rows, where)
+
+
+def known_value(tensor: tf.Tensor, max_ops: int = 32):
+    """``tensor``'s value where it follows from constants alone, else None: what
+    ``tf.get_static_value`` finds, or else the value of the few (at most ``max_ops``)
+    stateless ops between it and constants or eager tensors a function captured, run
+    eagerly. For choices made while converting (a loop's trip counts), never results."""
+    value = tf.get_static_value(tensor)
+    if value is not None or isinstance(tensor, ops.EagerTensor):
+        return value
+    captured = {id(inner): outer for outer, inner in getattr(tensor.graph, "captures", ())
+                if isinstance(outer, ops.EagerTensor)}
+    known: dict = {}
+    budget = [max_ops]
+
+    def value_of(t):
+        if id(t) not in known:
+            known[id(t)] = _fold(t.op, value_of, captured, budget)
+        out = known[id(t)]
+        return None if out is None else out[t.value_index]
+
+    return value_of(tensor)
+
+
+def _fold(op, value_of, captured, budget):
+    """The values of ``op``'s outputs, run eagerly on its inputs' known values, or None."""
+    if op.type == "Placeholder" and id(op.outputs[0]) in captured:
+        return [captured[id(op.outputs[0])].numpy()]
+    if op.type == "Const":
+        return [tf.get_static_value(op.outputs[0])]
+    budget[0] -= 1
+    if (budget[0] < 0 or op._is_stateful or op.control_inputs  # pylint: disable=protected-access
+            or any(t.dtype in (tf.variant, tf.resource) for t in op.outputs)):
+        return None
+    attrs = []
+    for name, attr in op.node_def.attr.items():
+        if name.startswith("_"):
+            continue
+        if attr.WhichOneof("value") not in ("type", "i", "f", "b", "s") and not (
+                attr.WhichOneof("value") == "list" and not attr.list.func
+                and not attr.list.shape and not attr.list.tensor):
+            return None  # (shapes, tensors, functions: not folded here)
+        value = op.get_attr(name)
+        if isinstance(value, tf.DType):
+            value = value.as_datatype_enum
+        elif isinstance(value, list):
+            value = [v.as_datatype_enum if isinstance(v, tf.DType) else v for v in value]
+        attrs.extend((name, value))
+    inputs = [value_of(t) for t in op.inputs]
+    if any(v is None for v in inputs):
+        return None
+    with ops.init_scope():
+        try:
+            out = execute.execute(op.type, len(op.outputs),
+                                  [tf.constant(v, t.dtype) for v, t in zip(inputs, op.inputs)],
+                                  tuple(attrs), context.context())
+        except (tf.errors.OpError, TypeError, ValueError):
+            return None
+    return [t.numpy() for t in out]

@@ -488,6 +488,11 @@ ROWS = [
     row("explain-iters-negative", lambda: pf.explain(ident, -3), Raises(ARG_ERRORS, "iters")),
     row("explain-iters-vector", lambda: pf.explain(ident, tf.constant([1, 2])),
         Raises(ARG_ERRORS, "iters")),
+    row("explain-budget-negative", lambda: pf.explain(ident, 2, memory_budget=-1),
+        Raises(ARG_ERRORS, "memory_budget")),
+    row("explain-budget-with-a-chunk-size",
+        lambda: pf.explain(ident, 2, memory_budget=1 << 20, parallel_iterations=2),
+        Raises(ARG_ERRORS, "memory_budget")),
     # pf.data.map_batched
     row("map-batched-fn-not-callable", lambda: pf.data.map_batched(None, 2),
         Raises(ARG_ERRORS, "fn")),

@@ -23,8 +23,9 @@ def chosen(monkeypatch):
     real = api._fit  # pylint: disable=protected-access
 
     def spy(*args, **kwargs):
-        sizes.append(real(*args, **kwargs))
-        return sizes[-1]
+        found = real(*args, **kwargs)  # (chunk size, profile)
+        sizes.append(found[0])
+        return found
 
     monkeypatch.setattr(api, "_fit", spy)
     return sizes
@@ -175,3 +176,14 @@ def test_an_allocator_without_statistics_is_a_clear_error(monkeypatch):
     with pytest.raises(ValueError, match="keeps no statistics.*parallel_iterations=k.*"
                                          "TF_CPU_ALLOCATOR_USE_BFC=true"):
         pf.pfor(lambda i: tf.reduce_sum(tf.gather(unknown, i)), 8, memory_budget=1 << 20)
+
+
+def test_explain_reports_the_chunk_size_and_its_estimate(chosen):
+    body = _outer_products()
+    report = pf.explain(body, 256, memory_budget=4 << 20)
+    assert 1 < report.chunk_size <= chosen[-1] < 256  # (chunks of one size: balanced)
+    assert 0 < report.memory_estimate <= 4 << 20
+    assert f"chunks of {report.chunk_size} iterations" in str(report)
+    whole = pf.explain(body, 256)
+    assert whole.chunk_size is None and whole.memory_estimate is None
+    assert pf.explain(body, 256, parallel_iterations="auto").chunk_size == 256

@@ -11,7 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pfor_core as pf
-from pfor_core import loop_analysis, loop_rewrite
+from pfor_core import existing_loops, loop_analysis, loop_rewrite
+
+
+@pytest.fixture(autouse=True)
+def timed_alike(monkeypatch):
+    """The first eager call times the rewrite against fn: here both time alike (the
+    rewrite is kept), so no decision depends on the machine's load; the tests of that
+    timing set their own figures."""
+    monkeypatch.setattr(existing_loops, "_timings", lambda fns, a, k: {n: 1.0 for n in fns})
 
 
 def _whiles_left(vf, *args):
@@ -355,3 +363,43 @@ def test_a_read_outside_the_list_fails_as_in_the_loop(always_levels):
         tf.function(fn)(x, kids)
     with pytest.raises(tf.errors.InvalidArgumentError, match="reads an item outside its list"):
         pf.vectorize_loops(fn)(x, kids)
+
+
+def _squares(x):
+    return tf.map_fn(lambda r: tf.reduce_sum(r * r), x)
+
+
+def _timed(monkeypatch, rewritten, original):
+    monkeypatch.setattr(existing_loops, "_timings",
+                        lambda fns, a, k: {"rewritten": rewritten, "original": original})
+
+
+def test_a_rewrite_that_measured_slower_on_the_first_call_is_not_used(monkeypatch):
+    _timed(monkeypatch, 2e-3, 1e-3)
+    vf, x = pf.vectorize_loops(_squares), tf.random.normal([8, 3])
+    _assert_same(vf(x), _squares(x))
+    _assert_same(vf(x), _squares(x))
+    (later,) = vf._ready.values()  # pylint: disable=protected-access
+    assert later(x)[1] is None  # fn itself, not the rewrite (which returns its probe)
+    report = vf.explain(x)
+    assert report.measured == {"rewritten": 2e-3, "original": 1e-3}
+    assert report[0].decision == "kept" and "later calls run fn as it is" in report[0].reason
+    assert "first call: rewritten 2 ms, fn 1 ms" in str(report)
+
+
+def test_a_rewrite_that_measured_faster_is_used_and_effects_are_not_timed(monkeypatch):
+    _timed(monkeypatch, 1e-3, 2e-3)
+    vf, x = pf.vectorize_loops(_squares), tf.random.normal([8, 3])
+    _assert_same(vf(x), _squares(x))
+    report = vf.explain(x)
+    assert report[0].decision == "vectorized" and report.measured["original"] == 2e-3
+    counter = tf.Variable(0.0)
+
+    def counted(x):
+        counter.assign_add(1.0)
+        return _squares(x)
+
+    vf = pf.vectorize_loops(counted)
+    _assert_same(vf(x), _squares(x))
+    assert counter.numpy() == 1.0  # no extra calls to time it: they would count too
+    assert vf.explain(x).measured is None

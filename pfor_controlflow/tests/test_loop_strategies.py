@@ -41,9 +41,96 @@ def test_small_total_body_runs_masked():
     assert _chosen(body) == ["run_masked"]
 
 
-def test_rows_of_more_than_a_few_numbers_run_on_the_active_subset():
-    body = _loop(lambda t, x: (t + 1, x * 0.5 + 1.0), tf.ones([64]))
-    assert _chosen(body) == ["run_subset"]
+def _matvec_loop(trips, d, seed=0):
+    """``x = tanh(W x)`` on a row of ``d`` floats, iteration i for ``trips[i]`` steps."""
+    rng = np.random.default_rng(seed)
+    w = tf.constant(rng.normal(size=[d, d]) / np.sqrt(d), tf.float32)
+    x0 = tf.constant(rng.normal(size=[len(trips), d]), tf.float32)
+    trips = tf.constant(trips, tf.int32)
+
+    def body(i):
+        return tf.while_loop(lambda t, x: t < tf.gather(trips, i),
+                             lambda t, x: (t + 1, tf.tanh(tf.linalg.matvec(w, x))),
+                             (0, tf.gather(x0, i)))[1]
+    return body
+
+
+def _strategy(body, n):
+    """The strategy pf.explain reports for the one loop of ``body``, checking the loop's
+    result against tf.map_fn (no fallback: fallback="error")."""
+    report = pf.explain(body, n)
+    assert report.fallbacks == [] and len(report.loops) == 1
+    got = tf.function(lambda: pf.pfor(body, n, fallback="error"))()
+    want = tf.function(lambda: tf.map_fn(body, tf.range(n), fn_output_signature=tf.float32))()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    return report.loops[0].strategy, report.loops[0].reason
+
+
+_RNG = np.random.default_rng(3)
+_UNIFORM = _RNG.integers(1, 101, 512)
+_SKEWED = np.where(_RNG.random(512) < 0.9, _RNG.integers(1, 11, 512), _RNG.integers(90, 101, 512))
+
+
+def test_the_choice_follows_the_utilization():
+    """Rows of 8 floats at batch 512: masked while most rows run most steps, compacted
+    when most finish early (benchmarks/while_strategies.py measures both)."""
+    strategy, reason = _strategy(_matvec_loop(_UNIFORM, 8), 512)
+    assert strategy == "masked" and "utilization 0.5" in reason
+    assert "known before the loop" in reason
+    strategy, reason = _strategy(_matvec_loop(_SKEWED, 8), 512)
+    assert strategy == "compacted" and "utilization 0.1" in reason
+
+
+def test_the_choice_follows_the_body_cost():
+    assert _strategy(_matvec_loop(_UNIFORM[:128], 2), 128)[0] == "masked"
+    assert _strategy(_matvec_loop(_UNIFORM[:128], 128), 128)[0] == "compacted"
+
+
+def test_the_choice_follows_the_batch():
+    """Few rows: the compacted loop's work per step outweighs running them all."""
+    assert _strategy(_matvec_loop(_UNIFORM[:4], 64), 4)[0] == "masked"
+    assert _strategy(_matvec_loop(_UNIFORM, 64), 512)[0] == "compacted"
+
+
+def test_trip_counts_known_only_at_run_time_are_assumed_uniform():
+    x0 = tf.ones([6, 3])
+    seen = []
+
+    @tf.function
+    def run(trips):
+        body = lambda i: tf.while_loop(lambda t, x: t < trips[i],  # noqa: E731
+                                       lambda t, x: (t + 1, x * 0.5 + 1.0), (0, x0[i]))[1]
+        seen.append(pf.explain(body, 6).loops[0])
+        return pf.pfor(body, 6, fallback="error")
+
+    trips = np.array([0, 3, 1, 7, 2, 2])
+    got = run(tf.constant(trips, tf.int32))
+    want = [np.full([3], 2.0 - 0.5 ** k) for k in trips]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert seen[0].strategy == "masked" and "assumed uniform" in seen[0].reason
+
+
+def test_forced_choices_say_why():
+    body = _matvec_loop([3, 0, 5, 1], 4)
+    compiled = []
+
+    @tf.function(jit_compile=True)
+    def run():
+        compiled.append(pf.explain(body, 4).loops[0])
+        return pf.pfor(body, 4, fallback="error")
+
+    run()
+    assert compiled[0].strategy == "masked" and "XLA" in compiled[0].reason
+    seq = tf.reshape(tf.range(25, dtype=tf.float32), [5, 5])
+
+    def reads_past_the_end(i):
+        row, steps = tf.gather(seq, i), tf.gather(TRIPS, i)
+        return tf.while_loop(lambda t, x: t < steps,
+                             lambda t, x: (t + 1, x + tf.gather(row, t)), (0, 0.0))[1]
+
+    entry = pf.explain(reads_past_the_end, 5).loops[0]
+    assert entry.strategy == "compacted" and "not total" in entry.reason
+    assert "StatelessWhile" in str(pf.explain(reads_past_the_end, 5))
 
 
 def test_index_past_the_end_for_finished_rows_keeps_the_active_subset():

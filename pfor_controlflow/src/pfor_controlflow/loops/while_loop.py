@@ -231,8 +231,14 @@ def convert_while(ctx):
         refused = trip_counts.masked_lists_refused(loop)
         if refused:
             return ctx.decline(refused)
+        ctx.report_strategy("masked", "under XLA, which needs static shapes" if ctx.compiled
+                            else "inside an outer pfor, which needs static shapes")
         return trip_counts.run_masked(loop, parallel)
-    if masking.pays(loop):
+    masked = masking.pays(loop)
+    choice = masking.choose(loop)
+    ctx.report_strategy("masked" if masked else "compacted", choice.reason
+                        if masked == choice.masked else "forced")  # (tests patch pays)
+    if masked:
         return trip_counts.run_masked(loop, parallel)
     return trip_counts.run_subset(loop, parallel)
 
@@ -255,6 +261,8 @@ def _run_uniform(loop, parallel):
         return _layouts_only(loop, True)
     if any(ctx.op.inputs[k].dtype == tf.resource for k in loop.carried):
         return ctx.decline("per-iteration trip counts with a resource carried through the loop")
+    ctx.report_strategy("masked", "a nested pfor made it masked: it runs masked over this "
+                                  "pfor's iterations too")
     return trip_counts.run_masked(loop, parallel, uniform=True)
 
 
