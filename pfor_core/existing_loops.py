@@ -136,14 +136,15 @@ class VectorizedLoops:
         return out
 
     def _faster(self, function, key, args, kwargs):
-        """``function`` (the rewritten fn), or fn itself where the rewrite measured
-        slower: timed on this call's arguments, unless fn has effects (which extra
-        calls would repeat) or nothing was rewritten."""
-        graph = self._original.get_concrete_function(*args, **kwargs).graph
-        if (all(e.decision == "kept" for e in self._entries)
-                or loop_analysis.first_effect(graph) is not None):
-            return function
+        """``function`` (the rewritten fn), or fn itself where nothing was rewritten or
+        the rewrite measured slower on this call's arguments (not timed where fn has
+        effects, which the extra calls would repeat)."""
         original = lambda *a, **k: (self._original(*a, **k), None)  # noqa: E731
+        if all(e.decision == "kept" for e in self._entries):
+            return original  # (the same ops: replaying them only adds overhead)
+        graph = self._original.get_concrete_function(*args, **kwargs).graph
+        if loop_analysis.first_effect(graph) is not None:
+            return function
         original(*args, **kwargs)  # (traced outside the timing)
         best = _timings({"rewritten": function, "original": original}, args, kwargs)
         self._measured[key] = best
