@@ -78,7 +78,7 @@ def main():
             fn = tf.function(lambda b=budget: pf.per_example_gradients(
                 loss_fn, variables, x, y, keepdims=True, fallback="error", memory_budget=b))
             peak = peak_bytes(fn)
-            chunk = api._balanced(chosen[-1], n) if budget else n  # pylint: disable=protected-access
+            chunk = api._balanced(chosen[-1][0], n) if budget else n  # pylint: disable=protected-access
             runs.append((label, budget, fn, peak, chunk))
         times = best_times([run[2] for run in runs])
         for (label, budget, _, peak, chunk), seconds in zip(runs, times):
