@@ -24,11 +24,11 @@ from pfor_core import checks, emit, loop_analysis, loop_rewrite
 from pfor_core.errors import ConversionError
 
 _CALLS = ("PartitionedCall", "StatefulPartitionedCall")
+_CONDS = ("If", "StatelessIf")
 # The first eager call of a signature times the rewritten function against fn: later
 # calls run fn itself where the rewrite took more than _SLOWER times as long (best of
 # _ROUNDS calls each, one where a call takes over _LONG seconds).
 _SLOWER, _ROUNDS, _LONG = 1.05, 3, 0.25
-_CONDS = ("If", "StatelessIf")
 
 
 @dataclasses.dataclass(frozen=True)
