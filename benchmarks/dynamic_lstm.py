@@ -46,9 +46,9 @@ def data(batch, dim, state, max_len, seed=0):
             "bias": np.zeros([4 * state], np.float32)}
 
 
-def make(batch, dim, state, max_len, seed=0):
-    inputs, lengths, weights, bias = (
-        tf.constant(a) for a in data(batch, dim, state, max_len, seed).values())
+def per_example(inputs, lengths, weights, bias):
+    """The loop body for one example: a `tf.while_loop` to its own length."""
+    state = weights.shape[1] // 4
 
     def body(i):
         x, steps = tf.gather(inputs, i), tf.gather(lengths, i)
@@ -59,6 +59,13 @@ def make(batch, dim, state, max_len, seed=0):
 
         zeros = tf.zeros([1, state])
         return tf.while_loop(lambda t, h, c: t < steps, step, (0, zeros, zeros))[1][0]
+    return body
+
+
+def make(batch, dim, state, max_len, seed=0):
+    inputs, lengths, weights, bias = (
+        tf.constant(a) for a in data(batch, dim, state, max_len, seed).values())
+    body = per_example(inputs, lengths, weights, bias)
 
     def masked():
         def step(t, h, c):

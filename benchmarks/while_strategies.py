@@ -20,7 +20,7 @@ import tensorflow as tf
 from _bench import compare, header, table  # pylint: disable=import-error
 
 import pfor_core as pf
-from dynamic_lstm import lstm_step  # pylint: disable=import-error
+from dynamic_lstm import per_example  # pylint: disable=import-error
 from pfor_controlflow.loops import masking
 
 
@@ -55,18 +55,7 @@ def make_lstm(batch, state, trips, seed=0):
     lengths = tf.constant(trips, tf.int32)
     weights = tf.constant(rng.normal(size=[dim + state, 4 * state]) / np.sqrt(dim + state),
                           tf.float32)
-    bias = tf.zeros([4 * state])
-
-    def body(i):
-        x, steps = tf.gather(inputs, i), tf.gather(lengths, i)
-
-        def step(t, h, c):
-            h, c = lstm_step(x[t][None], h, c, weights, bias)
-            return t + 1, h, c
-
-        zeros = tf.zeros([1, state])
-        return tf.while_loop(lambda t, h, c: t < steps, step, (0, zeros, zeros))[1][0]
-    return body
+    return per_example(inputs, lengths, weights, tf.zeros([4 * state]))
 
 
 def converted(body, batch, masked):
