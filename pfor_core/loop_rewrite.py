@@ -155,17 +155,26 @@ def _levels_of(dependences, n, rounds):
     """Each iteration's level: 0 without an earlier read, else one more than the
     highest level it reads (a fixed point, reached after as many rounds as levels), and
     whether it was not reached within ``rounds`` (None: no limit)."""
-    def round_(level, _):
-        for _ in range(_ROUNDS_PER_STEP):  # a loop step costs more than a round
-            seen = tf.gather(level, tf.maximum(dependences, 0))
-            new = tf.reduce_max(tf.concat([tf.where(dependences >= 0, seen + 1, 0),
-                                           tf.zeros([n, 1], tf.int32)], 1), 1)
-            changed, level = tf.reduce_any(tf.not_equal(new, level)), new
-        return level, changed
-    return tf.while_loop(lambda _, changed: changed, round_,
-                         (tf.zeros([n], tf.int32), tf.constant(True)),
-                         maximum_iterations=None if rounds is None else
-                         (rounds + _ROUNDS_PER_STEP - 1) // _ROUNDS_PER_STEP)
+    # Reads of no earlier iteration (-1) point at a last entry holding -1, so that a
+    # round is one gather and one max.
+    sources = tf.concat([tf.where(dependences >= 0, dependences, n),
+                         tf.fill([n, 1], tf.cast(n, dependences.dtype))], 1)
+    bottom = tf.constant([-1], tf.int32)
+
+    def round_(level):
+        return tf.concat([tf.reduce_max(tf.gather(level, sources), 1) + 1, bottom], 0)
+
+    def step(level, _):
+        for _ in range(_ROUNDS_PER_STEP - 1):  # a loop step costs more than a round
+            level = round_(level)
+        new = round_(level)
+        return new, tf.reduce_any(tf.not_equal(new, level))
+    level, deeper = tf.while_loop(
+        lambda _, changed: changed, step,
+        (tf.concat([tf.zeros([n], tf.int32), bottom], 0), tf.constant(True)),
+        maximum_iterations=None if rounds is None else
+        (rounds + _ROUNDS_PER_STEP - 1) // _ROUNDS_PER_STEP)
+    return level[:-1], deeper
 
 
 def _read(plan, inputs, k, op, items, t):
@@ -267,7 +276,10 @@ def _source_op(tensor):
 
 
 def _at(start, step, t):
-    """A counter's value at iteration(s) ``t``."""
+    """A counter's value at iteration(s) ``t`` (``t`` itself for a counter from 0 by 1:
+    the pfor's loop index, which its converters recognize)."""
+    if isinstance(t, tf.Tensor) and (_static(start), step, start.dtype) == (0, 1, t.dtype):
+        return t
     return start + step * tf.cast(t, start.dtype)
 
 

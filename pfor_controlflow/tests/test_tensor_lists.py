@@ -282,3 +282,30 @@ def test_new_list_of_per_iteration_size():
     assert got.numpy().tolist() == [1.0, 1.0, 1.0]
 
 
+
+
+# (Items of no elements are left out: reading past such a list does not always fail.)
+@given(n=st.integers(1, 4), extra=st.integers(-1, 2),
+       shape=st.lists(st.integers(1, 3), max_size=2), offset=st.booleans())
+def test_a_list_made_from_a_tensor_read_at_the_loop_index(n, extra, shape, offset):
+    """What tf.map_fn does with its inputs: a list unstacked from a tensor, read at the
+    loop index, is the tensor's rows (no copy into items and back); fewer rows than
+    iterations fail as the loop does; other indices read the list."""
+    x = _data([n + extra] + shape, 5)
+
+    def run(x, use_pfor):
+        ta = tf.TensorArray(tf.float32, size=n + extra, clear_after_read=False).unstack(x)
+        body = lambda i: ta.read(i + 1 if offset else i) * 2.0  # noqa: E731
+        if use_pfor:
+            return pf.pfor(body, n, fallback="error")
+        return tf.stack([body(tf.constant(i)) for i in range(n)])
+
+    fast = tf.function(lambda x: run(x, True), autograph=False)
+    if extra < 0 or (offset and extra < 1):
+        for f in (fast, tf.function(lambda x: run(x, False), autograph=False)):
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                f(x)
+        return
+    testing.assert_same_results(fast(x), run(x, False))
+    types_ = {op.type for op in fast.get_concrete_function(x).graph.get_operations()}
+    assert ("TensorListGather" in types_) == offset, types_

@@ -369,7 +369,10 @@ def convert_get_item(ctx):
     handle, index, _ = ctx.inputs
     shape = _invariant_input(ctx, 2, "element shape")
     index = own_positions(ctx, handle, index)
-    if not handle.is_stacked:  # each iteration reads its own position of one list
+    rows = _rows_of_source(ctx, handle, index)
+    if rows is not None:
+        out = rows
+    elif not handle.is_stacked:  # each iteration reads its own position of one list
         out = _R.TensorListGather(input_handle=handle.tensor, indices=index.tensor,
                                   element_shape=shape, element_dtype=ctx.attr("element_dtype"))
     elif not index.is_stacked:
@@ -378,6 +381,24 @@ def convert_get_item(ctx):
         items = _stack_items(ctx, handle.tensor, handles.prepend_n(ctx, shape))
         out = _take_own(items, index.tensor)
     return _stacked_out(ctx, out)
+
+
+def _rows_of_source(ctx, handle, index):
+    """Item i of an invariant list made from a tensor, read at the loop index in
+    iteration i (``tf.map_fn``'s unstacked inputs): the tensor's first n rows, where
+    they are known to be there (else None: a gather, which fails as the loop would)."""
+    if handle.is_stacked or not ctx.is_loop_index(index):
+        return None
+    made = handle.tensor
+    while made.op.type == "Identity":
+        made = made.op.inputs[0]
+    if made.op.type != "TensorListFromTensor" or tf.get_static_value(ctx.loop_start) != 0:
+        return None
+    source, n = made.op.inputs[0], ctx.n_static
+    rows = source.shape[0] if source.shape.rank else None
+    if n is None or rows is None or rows < n:
+        return None
+    return source if rows == n else source[:n]
 
 
 @_declining(rows_own_lengths=True)
