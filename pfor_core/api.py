@@ -17,6 +17,7 @@ from tensorflow.python.ops import control_flow_util
 from pfor_core import (autograph, budget, checks, chunk_tails, empty, mapped, op_traces,
                        outputs as outputs_, staging)
 from pfor_core.plugins import default_registry
+from pfor_core import trace
 from pfor_core.trace import trace_body
 from pfor_core.options import Options
 from pfor_core.walk import Chunks, Conversion, Reported
@@ -66,8 +67,13 @@ def build(loop_fn, iters, options: Options, records: list | None = None, *,
     n = tf.constant(n_static, tf.int32) if n_static is not None else empty.hide(
         checks.iters_tensor(iters))
     body = trace_body(loop_fn)
+    probe = None
+    if (n_static is not None and n_static >= 2 * budget.SMALL
+            and not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())):
+        probe = _first_iterations(body, n_static, options)
     with op_traces.shared():  # (the body's ops keep their own, traced above)
-        return body.pack(_converted_outputs(body, n, n_static, options, records, nonempty))
+        return body.pack(_converted_outputs(body, n, n_static, options, records, nonempty,
+                                            probe))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,16 +83,15 @@ class ChunkRecord:
 
     chunk_size: int
     memory_estimate: int
+    measured: bool = False  # raised to a measured run's peaks (kernels' workspaces)
 
 
-def _converted_outputs(body, n, n_static, options, records, nonempty=False):
+def _converted_outputs(body, n, n_static, options, records, nonempty=False, probe=None):
     k = options.parallel_iterations
     if k == "auto" and n_static != 0:
-        fitted, profile = _fit(body, options, n_static)
+        fitted, profile = _fit(body, options, n_static, probe=probe)
         k = _balanced(fitted, n_static)
-        if records is not None:
-            size = k if n_static is None else min(k, n_static)
-            records.append(ChunkRecord(chunk_size=size, memory_estimate=profile.peak(size)))
+        _record_chunks(records, k, n_static, profile)
     elif k == "auto":
         k = None
     if n_static == 0 and empty.possible(body):
@@ -101,6 +106,13 @@ def _converted_outputs(body, n, n_static, options, records, nonempty=False):
     return outputs
 
 
+def _record_chunks(records, k, n_static, profile):
+    if records is not None:
+        size = k if n_static is None else min(k, n_static)
+        records.append(ChunkRecord(chunk_size=size, memory_estimate=profile.peak(size),
+                                   measured=profile.measured))
+
+
 def _convert_in_chunks(body, n, n_static, k, options, records):
     """Chunks, and the outputs that expanding ops make after them (chunk_tails.py)."""
     tails = chunk_tails.split(body)
@@ -112,9 +124,11 @@ def _convert_in_chunks(body, n, n_static, k, options, records):
     return chunk_tails.finish(tails, parts, conversion)
 
 
-def _fit(body, options: Options, n_static=None, measure=None):
+def _fit(body, options: Options, n_static=None, measure=None, probe=None):
     """The chunk size for ``options.memory_budget`` (see budget.py), ``n_static`` where
-    all iterations fit beyond their outputs, and the profile it was read from."""
+    all iterations fit beyond their outputs, and the profile it was read from: the
+    static one, else ``measure()``'s; ``probe()`` measures where kernels' workspaces
+    make the static one uncertain (see ``budget.probed``)."""
     probe_options = dataclasses.replace(options, fallback="loop", parallel_iterations=None)
 
     def convert(n):
@@ -128,9 +142,12 @@ def _fit(body, options: Options, n_static=None, measure=None):
             "memory_budget / parallel_iterations='auto': the converted body's shapes are "
             "not all static here, so pfor cannot estimate its memory; call pf.pfor eagerly "
             "(it then measures a run), or pass parallel_iterations=k.")
-    profile = profile or measure()
-    return profile.chunk_size(options.memory_budget or budget.default_budget(),
-                              n_static), profile
+    limit = options.memory_budget or budget.default_budget()
+    if profile is None:
+        profile = measure()
+    elif profile.workspaces and probe is not None:
+        profile = budget.probed(body.graph, profile, probe, profile.chunk_size(limit, n_static))
+    return profile.chunk_size(limit, n_static), profile
 
 
 def _balanced(k: int, n_static: int | None) -> int:
@@ -149,8 +166,19 @@ def _fit_eagerly(loop_fn, n_static, options: Options) -> Options:
     else by measuring the first iterations (bodies without effects only)."""
     with func_graph.FuncGraph("pfor_budget_trace").as_default():
         body = trace_body(loop_fn)
+    measure = _first_iterations(body, n_static, options)
+    probe = measure if n_static >= 2 * budget.SMALL else None
+    chunk = _balanced(_fit(body, options, n_static, measure, probe)[0], n_static)
+    return dataclasses.replace(options, parallel_iterations=chunk)
 
-    def measure():
+
+def _first_iterations(body, n_static, options: Options):
+    """A function measuring the allocator's peaks over the loop's first iterations
+    (budget.measured_profile): the traced body converted and run eagerly, out of any
+    graph being built, on the eager values its captures come from. It raises
+    ValueError where the body has effects, which the measured runs would repeat, or a
+    capture is a graph's own tensor (no value to run on)."""
+    def measure(small=budget.SMALL):
         effects = sorted({op.type for op in body.graph.get_operations()
                           if op._is_stateful and op.type not in _READS})  # pylint: disable=protected-access
         if effects:
@@ -158,13 +186,22 @@ def _fit_eagerly(loop_fn, n_static, options: Options) -> Options:
                 "memory_budget / parallel_iterations='auto': the body's shapes are not all "
                 f"static, and measuring a run would repeat its effects ({', '.join(effects)}); "
                 "pass parallel_iterations=k.")
+        eager = trace.on_eager_values(body)
         fixed = dataclasses.replace(options, parallel_iterations=None, memory_budget=None)
-        run = lambda k: staging.call(staging.graph_function(  # noqa: E731
-            lambda: build(loop_fn, min(k, n_static), fixed)))
-        return budget.measured_profile(run)
 
-    chunk = _balanced(_fit(body, options, n_static, measure)[0], n_static)
-    return dataclasses.replace(options, parallel_iterations=chunk)
+        def run(k):
+            k = min(k, n_static)
+
+            def converted():
+                conversion = _conversion(fixed, [], tf.range(k), tf.constant(0),
+                                         tf.constant(k), k)
+                return _finish(conversion, conversion.convert_body(eager), eager, fixed)
+            return staging.call(staging.graph_function(converted))
+        with tf.init_scope():
+            if not tf.executing_eagerly():
+                raise ValueError("a tf.compat.v1 graph: no eager context to measure in")
+            return budget.measured_profile(run, small)
+    return measure
 
 
 # Stateful ops that only read: measuring a run that has them changes nothing.

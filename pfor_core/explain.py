@@ -30,6 +30,8 @@ class Report:
     loops: tuple = ()
     chunk_size: int | None = None  # under a memory budget (parallel_iterations="auto")
     memory_estimate: int | None = None  # bytes a chunk of chunk_size holds at its peak
+    # Whether that estimate was raised to a measured run's (kernels' workspaces).
+    memory_measured: bool = False
 
     @property
     def fallbacks(self) -> list:
@@ -60,8 +62,10 @@ class Report:
         for r in self.loops:
             out.append(f"{r.op_type} '{r.name}': {r.strategy} ({r.reason})")
         if self.chunk_size is not None:
+            how = ("measured: kernels' workspaces" if self.memory_measured
+                   else "from static shapes")
             out.append(f"chunks of {self.chunk_size} iterations, about "
-                       f"{self.memory_estimate / 2**20:.1f} MiB each at their peak")
+                       f"{self.memory_estimate / 2**20:.1f} MiB each at their peak ({how})")
         out.append(f"{len(self.rows)} ops, {len(self.fallbacks)} fallbacks")
         return "\n".join(out)
 
@@ -71,7 +75,10 @@ class Report:
 def explain(loop_fn, iters, *, parallel_iterations=None, randomness="different",
             memory_budget=None) -> Report:
     """Convert ``loop_fn`` (without running it) and report how each op was handled;
-    with ``memory_budget`` (or ``parallel_iterations="auto"``) also the chunk size.
+    with ``memory_budget`` (or ``parallel_iterations="auto"``) also the chunk size
+    (a body whose kernels keep workspaces, such as convolutions, and that has no
+    effects runs its first iterations once, on the values it captures, to measure
+    them, as the call itself would).
 
     >>> import tensorflow as tf
     >>> import pfor_core as pf
@@ -108,4 +115,5 @@ def _report(records) -> Report:
     chunk = [r for r in records if isinstance(r, api.ChunkRecord)]
     return Report(rows=rows, loops=tuple(loops.values()),
                   chunk_size=chunk[0].chunk_size if chunk else None,
-                  memory_estimate=chunk[0].memory_estimate if chunk else None)
+                  memory_estimate=chunk[0].memory_estimate if chunk else None,
+                  memory_measured=bool(chunk) and chunk[0].measured)

@@ -147,3 +147,20 @@ def _paths(structure):
 
     flat = nest.flatten_with_joined_string_paths(structure)
     return [("output" + ("/" + p if p else ""), leaf) for p, leaf in flat]
+
+
+def on_eager_values(body: TracedBody) -> TracedBody:
+    """``body`` with each capture's caller tensor replaced by the eager value the
+    caller's function graphs captured it from (to run it out of the graph being built:
+    budget.probed); ValueError where a capture is a graph's own tensor."""
+    captures = []
+    for external, internal in body.captures:
+        value = external
+        while not isinstance(value, ops.EagerTensor):
+            outer = {id(inner): v for v, inner in getattr(value.graph, "captures", ())}
+            if id(value) not in outer:
+                raise ValueError(f"the body captures '{external.name}', a tensor of the "
+                                 "graph being built: no value to measure a run with")
+            value = outer[id(value)]
+        captures.append((value, internal))
+    return dataclasses.replace(body, captures=captures)

@@ -187,3 +187,94 @@ def test_explain_reports_the_chunk_size_and_its_estimate(chosen):
     whole = pf.explain(body, 256)
     assert whole.chunk_size is None and whole.memory_estimate is None
     assert pf.explain(body, 256, parallel_iterations="auto").chunk_size == 256
+
+
+@pytest.fixture
+def unmeasured(monkeypatch):
+    """No profile measured before the test (they are kept per body signature)."""
+    monkeypatch.setattr(budget, "_MEASURED", {})
+    return budget._MEASURED  # pylint: disable=protected-access
+
+
+def _conv_gradients(n=64):
+    """Per-example filter gradients of a 3x3 convolution: oneDNN's kernels allocate
+    working memory the graph does not show."""
+    x = tf.random.stateless_normal([n, 24, 24, 16], [9, 1])
+    w = tf.Variable(tf.random.stateless_normal([3, 3, 16, 16], [9, 2]) * 0.1)
+
+    def loss(xi):
+        return tf.reduce_sum(tf.nn.conv2d(tf.nn.relu(tf.nn.conv2d(xi, w, 1, "SAME")), w,
+                                          1, "SAME") ** 2)
+    return loss, w, x
+
+
+def _without_probe(monkeypatch):
+    monkeypatch.setattr(budget, "probed", lambda graph, profile, probe, k: profile)
+
+
+@pytest.mark.parametrize("where", ["eager", "tf.function"])
+def test_workspace_kernels_are_measured_once(where, unmeasured, chosen, monkeypatch):
+    """The static estimate puts chunks of 16 within 16 MiB; they hold ~25 MiB beyond
+    their outputs (oneDNN's workspaces): the measured runs find that, and the chunks
+    chosen then fit."""
+    loss, w, x = _conv_gradients()
+    budget_ = 16 << 20
+    call = lambda: pf.per_example_gradients(loss, [w], x, keepdims=True,  # noqa: E731
+                                            fallback="error", memory_budget=budget_)
+    run = call if where == "eager" else tf.function(call)
+    peak, got = _peak(run)
+    assert len(unmeasured) == 1 and next(iter(unmeasured.values())) is not None
+    measured_chunk = chosen[-1]
+    run()
+    assert len(unmeasured) == 1  # measured once: later calls and traces read it
+    want = pf.per_example_gradients(loss, [w], x, keepdims=True, fallback="error")
+    testing.assert_allclose(got, want)
+    assert peak - got[0].numpy().nbytes <= 1.1 * budget_, (peak, measured_chunk)
+    _without_probe(monkeypatch)
+    (call if where == "eager" else tf.function(call))()
+    assert 1 < measured_chunk < chosen[-1]
+
+
+def test_explain_says_when_the_estimate_was_measured(unmeasured):
+    loss, w, x = _conv_gradients()
+
+    def body(i):
+        with tf.GradientTape() as tape:
+            value = loss(tf.gather(x, [i]))
+        return tape.gradient(value, w)
+    report = pf.explain(body, 64, memory_budget=16 << 20)
+    assert report.memory_measured and "(measured: kernels' workspaces)" in str(report)
+    plain = pf.explain(_outer_products(), 256, memory_budget=4 << 20)
+    assert not plain.memory_measured and "(from static shapes)" in str(plain)
+
+
+def test_what_cannot_be_measured_keeps_the_static_estimate(unmeasured, monkeypatch):
+    """A body capturing a graph's own tensor (a tf.function's argument), one with
+    effects, and an allocator without statistics: the static estimate, no error."""
+    loss, w, x = _conv_gradients(16)
+    want = pf.per_example_gradients(loss, [w], x, keepdims=True, fallback="error")
+    budget_ = 1 << 20
+    argument = tf.function(lambda x: pf.per_example_gradients(
+        loss, [w], x, keepdims=True, fallback="error", memory_budget=budget_))
+    testing.assert_allclose(argument(x), want)
+    assert list(unmeasured.values()) == [None]
+    unmeasured.clear()
+    counter = tf.Variable(0)
+
+    def effects(i):
+        counter.assign_add(1)
+        with tf.GradientTape() as tape:
+            value = loss(tf.gather(x, [i]))
+        return tape.gradient(value, w)
+    got = pf.pfor(effects, 16, fallback="error", memory_budget=budget_)
+    testing.assert_allclose(got, want[0])
+    assert counter.numpy() == 16 and list(unmeasured.values()) == [None]
+    unmeasured.clear()
+
+    def no_stats(device):
+        raise ValueError(f"Cannot reset memory stats for device '{device}'")
+    monkeypatch.setattr(tf.config.experimental, "reset_memory_stats", no_stats)
+    got = pf.per_example_gradients(loss, [w], x, keepdims=True, fallback="error",
+                                   memory_budget=budget_)
+    testing.assert_allclose(got, want)
+    assert list(unmeasured.values()) == [None]
