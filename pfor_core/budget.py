@@ -6,7 +6,7 @@ tensor grows from one to the other is its size per iteration (the rest is loop
 invariant). A liveness walk over the converted graph, in the order its ops were made,
 gives for every step the bytes held by invariant tensors (``a``) and per iteration by
 stacked ones (``b``); ops whose output is their input's buffer (Identity, Reshape, ...)
-hold nothing of their own. The outputs are counted apart, as held throughout: the
+hold nothing of their own, nor do the tensors the body captures (the caller's). The outputs are counted apart, as held throughout: the
 executor may make them before other work whose temporaries then stay beside them. So a
 chunk of ``k`` iterations peaks at ``outputs(k) + max(a + k * b)``.
 
@@ -110,6 +110,8 @@ def static_profile(convert) -> Profile | None:
         return None
     sizes = {}
     for a, b in zip(small, large):
+        if a.type in _ALIASES:
+            continue  # (no buffer of their own: _liveness)
         for x, y in zip(a.outputs, b.outputs):
             bx, by = _bytes(x), _bytes(y)
             if bx is None or by is None:
@@ -159,6 +161,8 @@ def signature(graph) -> tuple:
 def _bytes(tensor) -> int | None:
     if tensor.dtype in (tf.variant, tf.resource, tf.string):
         return 0  # handles and lists: their contents are other tensors
+    if tensor.op.type == "Placeholder":
+        return 0  # a value the body captures: the caller holds it in any case
     shape = tensor.shape
     if not shape.is_fully_defined():
         return None

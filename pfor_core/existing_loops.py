@@ -222,6 +222,7 @@ class _Replay:
     def __init__(self, entries: list, budget, kept=frozenset()):
         self.entries, self.budget, self.kept = entries, budget, kept
         self.paid = []  # (loop name, whether its levels ran): see VectorizedLoops
+        self.chunks = []  # api.ChunkRecord of the pfors emitted under the budget
         # Lists a vectorized loop wrote whole (fresh, every item once, in order), by the
         # new handle: stacking one again is the stacked values themselves.
         self.whole = {}
@@ -289,7 +290,7 @@ class _Replay:
             self._record(op, kind, "kept", "its levels were more than a tenth of its "
                          "iterations on the first call: it runs as it was")
             return _copy(op, inputs)
-        before = len(self.entries)
+        before, chunked = len(self.entries), len(self.chunks)
         try:
             if plan.recurrent:
                 outs, ran = loop_rewrite.levels(self, plan, inputs, lambda: _copy(op, inputs))
@@ -306,12 +307,13 @@ class _Replay:
             first = str(error).strip().splitlines()[0]
             self._record(op, kind, "kept", f"its body does not vectorize: {first}")
             return _copy(op, inputs)
+        chunks = _chunks(self.chunks[chunked:], "each level" if plan.recurrent else "")
         if plan.recurrent:
             self._record(op, kind, "levels", "iterations read what earlier ones wrote, at "
                          "indices computed before the loop: run level by level (as it was "
-                         "where the levels are more than a tenth of the iterations)")
+                         "where the levels are more than a tenth of the iterations)" + chunks)
         else:
-            self._record(op, kind, "vectorized", "its iterations are independent")
+            self._record(op, kind, "vectorized", "its iterations are independent" + chunks)
         return outs
 
     def _record(self, op, kind, decision, reason):
@@ -319,6 +321,20 @@ class _Replay:
         once to find a schedule and once to run it)."""
         if not any(e.name == op.name and e.op is op for e in self.entries):
             self.entries.append(LoopEntry(op.name, kind, decision, reason, op))
+
+
+def _chunks(records, what) -> str:
+    """What the memory budget made of a loop's pfor (its last one: the loop's own, after
+    the inner loops'), for its entry's reason."""
+    if not records:
+        return ""
+    last = records[-1]
+    size = last.memory_estimate
+    size = f"{size / 2**20:.1f} MiB" if size >= 1 << 20 else f"{size / 2**10:.1f} KiB"
+    if what:
+        return (f"; under memory_budget, {what} in chunks of at most {last.chunk_size} "
+                f"iterations (about {size} each)")
+    return f"; under memory_budget, in chunks of {last.chunk_size} iterations (about {size} each)"
 
 
 def _timings(fns: dict, args, kwargs) -> dict:

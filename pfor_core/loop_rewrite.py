@@ -35,7 +35,7 @@ def independent(replay, plan, inputs) -> list:
         def loop_fn(t):
             mapped = replay.graph(plan.body, feeds(plan, inputs, t), skip=skip, only=results)
             return [mapped[v.ref()] for v in results]
-        stacked = api.pfor(loop_fn, n, fallback="error", memory_budget=replay.budget)
+        stacked = _built(replay, loop_fn, n)
     lists = dict(zip(plan.written, stacked))
     reduced = {}
     for (k, (how, _)), values in zip(plan.reduced.items(), stacked[len(plan.written):]):
@@ -101,7 +101,7 @@ def _run_levels(replay, plan, inputs, n, level) -> list:
                                   substitute=reads)
             return [mapped[v.ref()] for v in values]
         # A level holds at least one iteration: no guard for none.
-        out = api.build(loop_fn, tf.size(rows), _options(replay), nonempty=True)
+        out = _built(replay, loop_fn, tf.size(rows), nonempty=True)
         items = [tf.tensor_scatter_nd_update(b, rows[:, None], o) for b, o in zip(items, out)]
         sums = [_combine(how, s, _reduce(how, o)) for (how, _), s, o in
                 zip(plan.reduced.values(), sums, out[len(keys):])]
@@ -111,9 +111,23 @@ def _run_levels(replay, plan, inputs, n, level) -> list:
     return outputs(replay, plan, inputs, n, lists, dict(zip(plan.reduced, state[len(keys):])))
 
 
-def _options(replay):
-    return checks.options(fallback="error", randomness="different", parallel_iterations=None,
-                          memory_budget=replay.budget)
+def _built(replay, loop_fn, n, nonempty=False):
+    """The pfor of ``loop_fn`` over ``n`` iterations under the replay's memory budget;
+    the chunk size that chose goes to ``replay.chunks``. A budget that fits a single
+    iteration at a time is no reason to convert: the loop stays."""
+    options = checks.options(fallback="error", randomness="different",
+                             parallel_iterations=None, memory_budget=replay.budget)
+    records = [] if replay.budget is not None else None
+    out = api.build(loop_fn, n, options, records, nonempty=nonempty)
+    count = n if isinstance(n, int) else None
+    for record in records or ():
+        if isinstance(record, api.ChunkRecord) and (count is None or record.chunk_size < count):
+            if record.chunk_size == 1:
+                raise Kept(f"under memory_budget={replay.budget} its pfor would run one "
+                           f"iteration at a time (about {record.memory_estimate} bytes "
+                           "each): no faster than the loop")
+            replay.chunks.append(record)
+    return out
 
 
 def _writer(plan, inputs, k, index, t):

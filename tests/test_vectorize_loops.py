@@ -403,3 +403,40 @@ def test_a_rewrite_that_measured_faster_is_used_and_effects_are_not_timed(monkey
     _assert_same(vf(x), _squares(x))
     assert counter.numpy() == 1.0  # no extra calls to time it: they would count too
     assert vf.explain(x).measured is None
+
+
+@pytest.mark.parametrize("budget", [None, 4 << 20, 1 << 18])
+def test_a_memory_budget_runs_the_loop_in_chunks_or_keeps_it(budget):
+    """Each iteration holds 256 KiB temporaries: all 64 in one piece (no budget), in
+    chunks under 4 MiB, and under 256 KiB (not one iteration fits) as the loop was;
+    the chunks are said in the loop's reason, and the result is fn's either way."""
+    w = tf.random.stateless_normal([256, 256], [7, 1])
+    x = tf.random.stateless_normal([64, 256], [7, 2])
+
+    def fn(x):
+        return tf.map_fn(lambda r: tf.reduce_sum(tf.tanh(r[:, None] * w) @ w, 0), x)
+    vf = pf.vectorize_loops(fn, memory_budget=budget)
+    _assert_same(vf(x), tf.function(fn)(x), tol=1e-4)
+    (entry,) = vf.explain(x)
+    if budget == 4 << 20:
+        assert entry.decision == "vectorized" and "in chunks of" in entry.reason, str(entry)
+        chunk = int(entry.reason.split("in chunks of ")[1].split()[0])
+        assert 1 < chunk < 64
+    elif budget is None:
+        assert entry.decision == "vectorized" and "chunks" not in entry.reason
+    else:
+        assert entry.decision == "kept" and "one iteration at a time" in entry.reason
+        assert _whiles_left(vf, x)
+
+
+def test_a_level_schedule_under_a_memory_budget_runs_each_level_in_chunks(always_levels):
+    """A complete tree's widest level (64 leaves) runs in chunks under the budget."""
+    fn = node_loop(tf.eye(D) * 0.5, tf.eye(D) * 0.5)
+    kids = tf.constant(_complete_tree(127))
+    x = tf.random.stateless_normal([127, D], [1, 3])
+    vf = pf.vectorize_loops(fn, memory_budget=2048)
+    _assert_same(vf(x, kids), tf.function(fn)(x, kids))
+    (entry,) = vf.explain(x, kids)
+    assert entry.decision == "levels", str(entry)
+    chunk = int(entry.reason.split("each level in chunks of at most ")[1].split()[0])
+    assert 1 < chunk < 64
