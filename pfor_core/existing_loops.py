@@ -293,11 +293,12 @@ class _Replay:
         before, chunked = len(self.entries), len(self.chunks)
         try:
             if plan.recurrent:
-                outs, ran = loop_rewrite.levels(self, plan, inputs, lambda: _copy(op, inputs))
+                outs, ran = loop_rewrite.levels(self, plan, inputs, lambda: _copy(op, inputs),
+                                                _stacked_only(op))
                 if ran is not None:
                     self.paid.append((op.name, ran))
             else:
-                outs = loop_rewrite.independent(self, plan, inputs)
+                outs = loop_rewrite.independent(self, plan, inputs, _stacked_only(op))
         except loop_rewrite.Kept as why:
             del self.entries[before:]
             self._record(op, kind, "kept", str(why))
@@ -321,6 +322,20 @@ class _Replay:
         once to find a schedule and once to run it)."""
         if not any(e.name == op.name and e.op is op for e in self.entries):
             self.entries.append(LoopEntry(op.name, kind, decision, reason, op))
+
+
+def _stacked_only(op) -> frozenset:
+    """The positions of ``op``'s outputs read only by whole-list stacks (through
+    identities), as ``tf.map_fn`` reads its results."""
+    def readers(tensor):
+        for consumer in tensor.consumers():
+            if consumer.type == "Identity":
+                yield from readers(consumer.outputs[0])
+            else:
+                yield consumer
+    return frozenset(k for k, t in enumerate(op.outputs) if t.dtype == tf.variant
+                     and all(r.type == "TensorListStack" for r in readers(t))
+                     and any(True for _ in readers(t)))
 
 
 def _chunks(records, what) -> str:

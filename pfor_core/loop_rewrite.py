@@ -22,10 +22,11 @@ _LEVELS_MIN = 64
 _ROUNDS_PER_STEP = 4
 
 
-def independent(replay, plan, inputs) -> list:
+def independent(replay, plan, inputs, stacked_only=frozenset()) -> list:
     """The loop as one pfor of its body: lists written at the counter filled from the
-    stacked values, reductions over them."""
-    _check_item_shapes(plan)
+    stacked values, reductions over them. ``stacked_only``: the positions of lists
+    that leave the loop only to be stacked whole (see ``_check_item_shapes``)."""
+    _check_item_shapes(plan, stacked_only)
     n = trip_count(replay, plan, inputs)
     results = [v for _, v in plan.written.values()] + [v for _, v in plan.reduced.values()]
     stacked = []
@@ -43,14 +44,14 @@ def independent(replay, plan, inputs) -> list:
     return outputs(replay, plan, inputs, n, lists, reduced)
 
 
-def levels(replay, plan, inputs, original) -> list:
+def levels(replay, plan, inputs, original, stacked_only=frozenset()) -> list:
     """The loop run level by level: iteration t's level is one more than the highest
     level among the earlier iterations whose items it reads (the indices computed for
     every t first, vectorized); each level is one pfor over its iterations, reading the
     items earlier levels wrote. ``original()`` emits the loop as it was: it runs instead
     when the levels are not much fewer than the iterations. Returns (the outputs, a
     bool tensor: whether the levels ran, or None where they always do)."""
-    _check_item_shapes(plan)
+    _check_item_shapes(plan, stacked_only)
     n = trip_count(replay, plan, inputs)
     if _LEVELS_SHARE is None:
         level, _ = _levels_of(_dependences(replay, plan, inputs, n), n, None)
@@ -267,12 +268,15 @@ def trip_count(replay, plan, inputs):
     return tf.cast(tf.reduce_min(tf.stack([tf.cast(c, tf.int64) for c in counts])), tf.int32)
 
 
-def _check_item_shapes(plan):
-    written = [v for _, v in plan.written.values()] + [v for _, v, _ in plan.recurrent.values()]
+def _check_item_shapes(plan, stacked_only):
+    """Items must have one static shape: pfor checks at run time that every
+    iteration's has one, and the loop may write items of different shapes, which only
+    a whole-list read (a stack) refuses too. So a list the loop leaves only to be
+    stacked may have items of shapes known at run time (``tf.map_fn``'s results)."""
+    written = [v for k, (_, v) in plan.written.items() if k not in stacked_only]
+    written += [v for _, v, _ in plan.recurrent.values()]
     for value in written:
         if not value.shape.is_fully_defined():
-            # pfor would check at run time that every iteration's item has one shape;
-            # the loop may write items of different shapes.
             raise ValueError(f"the items it writes ('{value.op.name}', shape "
                              f"{value.shape}) have shapes known only at run time")
 

@@ -440,3 +440,59 @@ def test_a_level_schedule_under_a_memory_budget_runs_each_level_in_chunks(always
     assert entry.decision == "levels", str(entry)
     chunk = int(entry.reason.split("each level in chunks of at most ")[1].split()[0])
     assert 1 < chunk < 64
+
+
+def _kind_loop(kind, x, w):
+    """A loop over x's rows of the drawn kind, as people write it (AutoGraph ``for``):
+    its outputs, and the decision vectorize_loops should make."""
+    n, d = tf.shape(x)[0], x.shape[-1]
+    if kind == "carried":  # each step needs the previous one's h
+        h = tf.zeros([d])
+        for i in tf.range(n):
+            h = tf.tanh(tf.linalg.matvec(w, h) + x[i])
+        return h, "kept"
+    if kind == "reduction":  # only summed over the iterations
+        total = tf.zeros([d])
+        for i in tf.range(n):
+            total += tf.tanh(tf.linalg.matvec(w, x[i]))
+        return total, "vectorized"
+    ta = tf.TensorArray(tf.float32, size=n, element_shape=[d])
+    for i in tf.range(n):
+        y = tf.tanh(tf.linalg.matvec(w, x[i]))
+        if kind == "levels":  # reads the row before: indices known before the loop
+            y += tf.where(i > 0, ta.read(tf.maximum(i - 1, 0)), tf.zeros([d]))
+        ta = ta.write(i, y)
+    return ta.stack(), "levels" if kind == "levels" else "vectorized"
+
+
+@settings(max_examples=16, deadline=None)
+@given(kind=st.sampled_from(["independent", "reduction", "carried", "levels"]),
+       nested=st.booleans(), n=st.integers(0, 4), m=st.integers(1, 3),
+       d=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_drawn_loop_kinds_get_their_decision_and_match(kind, nested, n, m, d, seed):
+    """Independent, reduction-only, carried and computable-dependence loops, alone or
+    inside an independent tf.map_fn (the inner one decided first), with zero trips
+    too: each decision as drawn, and fn's result."""
+    if nested and kind == "levels":
+        kind = "independent"  # (a level schedule inside a pfor: not rewritten by levels)
+    rng = np.random.default_rng(seed)
+    w = tf.constant(rng.normal(size=[d, d]) * 0.5, tf.float32)
+    x = tf.constant(rng.normal(size=[m, n, d] if nested else [n, d]), tf.float32)
+    decided = []
+
+    def fn(x):
+        if not nested:
+            out, decision = _kind_loop(kind, x, w)
+            decided[:] = [decision]
+            return out
+
+        def row(r):
+            out, decision = _kind_loop(kind, r, w)
+            decided[:] = [decision, "vectorized"]
+            return out
+        return tf.map_fn(row, x)
+    vf = pf.vectorize_loops(fn, check=True)
+    with mock.patch.object(loop_rewrite, "_LEVELS_SHARE", None):  # levels at any depth
+        _assert_same(vf(x), tf.function(fn)(x))
+        report = vf.explain(x)
+    assert [e.decision for e in report] == decided, str(report)
