@@ -120,7 +120,7 @@ class VectorizedLoops:
         key = self._key(args, kwargs)
         ready = self._ready.get(key)
         if ready is not None:  # decided and checked: nothing else to do per call
-            return ready(*args, **kwargs)[0]
+            return ready(*args, **kwargs)
         kept = self._kept.get(key, frozenset())
         function = self._functions.get(kept)
         if function is None:
@@ -136,19 +136,21 @@ class VectorizedLoops:
         return out
 
     def _faster(self, function, key, args, kwargs):
-        """``function`` (the rewritten fn), or fn itself where nothing was rewritten or
-        the rewrite measured slower on this call's arguments (not timed where fn has
-        effects, which the extra calls would repeat)."""
-        original = lambda *a, **k: (self._original(*a, **k), None)  # noqa: E731
+        """What later calls run: the rewritten fn (``function``, whose outputs are fn's
+        and the probe's), or fn itself where nothing was rewritten or the rewrite
+        measured slower on this call's arguments (not timed where fn has effects,
+        which the extra calls would repeat)."""
+        original = self._original
+        rewritten = lambda *a, **k: function(*a, **k)[0]  # noqa: E731
         if all(e.decision == "kept" for e in self._entries):
             return original  # (the same ops: replaying them only adds overhead)
-        graph = self._original.get_concrete_function(*args, **kwargs).graph
+        graph = original.get_concrete_function(*args, **kwargs).graph
         if loop_analysis.first_effect(graph) is not None:
-            return function
+            return rewritten
         original(*args, **kwargs)  # (traced outside the timing)
-        best = _timings({"rewritten": function, "original": original}, args, kwargs)
+        best = _timings({"rewritten": rewritten, "original": original}, args, kwargs)
         self._measured[key] = best
-        return original if best["rewritten"] > _SLOWER * best["original"] else function
+        return original if best["rewritten"] > _SLOWER * best["original"] else rewritten
 
     def _key(self, args, kwargs):
         """The input signature: shapes and dtypes where every argument is a tensor (no
