@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
-from pfor_core import checks, emit, loop_analysis, loop_rewrite
+from pfor_core import call_values, checks, emit, loop_analysis, loop_rewrite
 from pfor_core.errors import ConversionError
 
 _CALLS = ("PartitionedCall", "StatefulPartitionedCall")
@@ -126,7 +126,11 @@ class VectorizedLoops:
         if function is None:
             function = self._functions[kept] = tf.function(self._emitter(kept, True),
                                                            autograph=False)
-        out, paid = function(*args, **kwargs)
+        self._eager_args = (args, kwargs)
+        try:
+            out, paid = function(*args, **kwargs)
+        finally:
+            self._eager_args = None
         if key not in self._kept:
             self._kept[key] = frozenset(name for name, ran in paid.items() if not bool(ran))
         if self._check:
@@ -186,7 +190,14 @@ class VectorizedLoops:
             feeds.update((inner.ref(), outer) for outer, inner in graph.captures)
             self._entries = []
             replay = _Replay(self._entries, self._budget, kept)
-            mapped = replay.graph(graph, feeds)
+            # Traced for an eager call: choices made while converting may read its
+            # values (call_values.py), kept for this signature.
+            eager = getattr(self, "_eager_args", None)
+            pairs = () if eager is None else zip(
+                tf.nest.flatten((args, kwargs), expand_composites=True),
+                tf.nest.flatten(eager, expand_composites=True))
+            with call_values.tracing(pairs):
+                mapped = replay.graph(graph, feeds)
             out = tf.nest.map_structure(
                 lambda t: mapped[t.ref()] if isinstance(t, tf.Tensor) else t,
                 graph.structured_outputs, expand_composites=True)

@@ -11,6 +11,8 @@ import tensorflow as tf
 from tensorflow.python.eager import context, execute
 from tensorflow.python.framework import ops
 
+from pfor_core import call_values
+
 
 class RankUnknown(ValueError):
     """A shape helper needed a static rank: the converter declines (see the walk)."""
@@ -189,32 +191,33 @@ def masked_elements(tensor: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     return tf.gather(rows, where)
 
 
-def known_value(tensor: tf.Tensor, max_ops: int = 32):
+def known_value(tensor: tf.Tensor, max_ops: int = 32, calls: bool = True):
     """``tensor``'s value where it follows from constants alone, else None: what
     ``tf.get_static_value`` finds, or else the value of the few (at most ``max_ops``)
     stateless ops between it and constants or eager tensors a function captured, run
-    eagerly. For choices made while converting (a loop's trip counts), never results."""
+    eagerly; with ``calls`` also the arguments of an eager call being traced
+    (call_values.py). For choices made while converting (a loop's trip counts), never
+    results."""
     value = tf.get_static_value(tensor)
     if value is not None or isinstance(tensor, ops.EagerTensor):
         return value
-    captured = {id(inner): outer for outer, inner in getattr(tensor.graph, "captures", ())
-                if isinstance(outer, ops.EagerTensor)}
     known: dict = {}
     budget = [max_ops]
 
     def value_of(t):
         if id(t) not in known:
-            known[id(t)] = _fold(t.op, value_of, captured, budget)
+            known[id(t)] = _fold(t.op, value_of, calls, budget)
         out = known[id(t)]
         return None if out is None else out[t.value_index]
 
     return value_of(tensor)
 
 
-def _fold(op, value_of, captured, budget):
+def _fold(op, value_of, calls, budget):
     """The values of ``op``'s outputs, run eagerly on its inputs' known values, or None."""
-    if op.type == "Placeholder" and id(op.outputs[0]) in captured:
-        return [captured[id(op.outputs[0])].numpy()]
+    if op.type == "Placeholder":
+        eager = call_values.value_of(op.outputs[0], calls)
+        return None if eager is None else [eager.numpy()]
     if op.type == "Const":
         return [tf.get_static_value(op.outputs[0])]
     budget[0] -= 1

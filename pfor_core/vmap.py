@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tensorflow.python.util import nest
 
-from pfor_core import api, checks, eager_values, staging
+from pfor_core import api, call_values, checks, eager_values, staging
 from pfor_core import mapped as mapped_args
 from pfor_core import autograph
 
@@ -123,9 +123,22 @@ class _Vmapped:
             args = tuple(tf.nest.map_structure(
                 lambda a: a if isinstance(a, (tf.Tensor, tf.RaggedTensor))
                 else tf.convert_to_tensor(a), args))
-        return staging.call(self._batched, *args)
+        self._eager_args = args if tf.executing_eagerly() else None
+        try:
+            return staging.call(self._batched, *args)
+        finally:
+            self._eager_args = None
 
     def _run(self, *args):
+        # Traced for an eager call: choices made while converting may read its values
+        # (call_values.py); the trace keeps them for this input signature.
+        eager = getattr(self, "_eager_args", None)
+        pairs = () if eager is None else zip(tf.nest.flatten(args, expand_composites=True),
+                                             tf.nest.flatten(eager, expand_composites=True))
+        with call_values.tracing(pairs):
+            return self._traced(*args)
+
+    def _traced(self, *args):
         self.trace_count += 1
         paths = nest.flatten_with_tuple_paths(args)
         flat_args = [a for _, a in paths]

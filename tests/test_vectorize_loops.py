@@ -496,3 +496,24 @@ def test_drawn_loop_kinds_get_their_decision_and_match(kind, nested, n, m, d, se
         _assert_same(vf(x), tf.function(fn)(x))
         report = vf.explain(x)
     assert [e.decision for e in report] == decided, str(report)
+
+
+def test_per_example_while_loops_read_the_first_calls_lengths():
+    """A map_fn whose rows loop to their own length, given as fn's argument: the
+    rewrite's per-example while loop chooses masked or compacted from the first call's
+    lengths (and keeps that for the signature)."""
+    from pfor_controlflow.loops import masking
+    x = tf.random.stateless_normal([64, 4], [8, 1])
+    lengths = tf.constant(np.random.default_rng(5).integers(0, 20, 64), tf.int32)
+
+    def fn(x, lengths):
+        def row(a):
+            return tf.while_loop(lambda t, v: t < a[1], lambda t, v: (t + 1, v * 0.5 + 1.0),
+                                 (0, a[0]))[1]
+        return tf.map_fn(row, (x, lengths), fn_output_signature=tf.float32)
+    real, seen = masking._choose, []  # pylint: disable=protected-access
+    with mock.patch.object(masking, "_choose", lambda loop: seen.append(real(loop))
+                           or seen[-1]):
+        vf = pf.vectorize_loops(fn, check=True)
+        _assert_same(vf(x, lengths), tf.function(fn)(x, lengths))
+    assert seen and all("the first call's trip counts" in c.reason for c in seen), seen

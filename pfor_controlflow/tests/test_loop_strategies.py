@@ -195,3 +195,30 @@ def test_effects_in_a_loop_that_must_run_masked_are_a_clear_error():
         pf.pfor(outer, 2, fallback="error")
     assert v.numpy() == 0.0
 
+
+
+def test_trip_counts_of_an_eager_call_being_traced_are_read():
+    """pf.vmap traced for an eager call reads the call's trip counts (uniform: masked,
+    skewed: compacted, as where they are known before the loop) and keeps that choice
+    for the signature; the result is tf.map_fn's."""
+    from pfor_controlflow.loops import masking
+    rng = np.random.default_rng(4)
+    w = tf.constant(rng.normal(size=[8, 8]) / np.sqrt(8), tf.float32)
+    x0 = tf.constant(rng.normal(size=[512, 8]), tf.float32)
+
+    def one(x, trips):
+        return tf.while_loop(lambda t, x: t < trips,
+                             lambda t, x: (t + 1, tf.tanh(tf.linalg.matvec(w, x))), (0, x))[1]
+    real = masking._choose  # pylint: disable=protected-access
+    for trips, strategy in ((_UNIFORM, True), (_SKEWED, False)):
+        seen = []
+        with mock.patch.object(masking, "_choose", lambda loop: seen.append(real(loop))
+                               or seen[-1]):
+            f = pf.vmap(one, fallback="error")
+            got = f(x0, tf.constant(trips, tf.int32))
+            f(x0, tf.constant(trips[::-1], tf.int32))  # the same signature: not traced
+        want = tf.map_fn(lambda a: one(*a), (x0, tf.constant(trips, tf.int32)),
+                         fn_output_signature=tf.float32)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        assert f.trace_count == 1 and len({c.reason for c in seen}) == 1, seen
+        assert seen[0].masked == strategy and "the first call's trip counts" in seen[0].reason

@@ -84,9 +84,9 @@ def _choose(loop) -> Choice:
     if row is None:
         return Choice(False, "the body's cost is not known (shapes not static, or it "
                              "calls functions or loops)")
-    trips = _trips(loop)
+    trips, source = _trips(loop)
     n = loop.ctx.n_static or (trips.size if trips is not None else PRIOR_ROWS)
-    steps, total, events, active, source = _statistics(trips, n)
+    steps, total, events, active, source = _statistics(trips, n, source)
     masked = steps * n * (row + SELECT_NS * carried)
     compacted = steps * STEP_NS + total * row + events * COMPACT_NS + active * carried * MOVE_NS
     utilization = total / max(1, steps * n)
@@ -96,7 +96,7 @@ def _choose(loop) -> Choice:
         f"compacted ~{compacted / 1e6:.3g} ms"))
 
 
-def _statistics(trips, n):
+def _statistics(trips, n, source):
     """(S, T, K, A) of the docstring, and where they came from."""
     if trips is None:
         steps = PRIOR_STEPS
@@ -106,7 +106,7 @@ def _statistics(trips, n):
     steps = int(trips.max(initial=0))
     ends = np.unique(trips[(trips > 0) & (trips < steps)])
     active = int(sum(np.count_nonzero(trips > e) for e in ends))
-    return steps, int(trips.sum()), ends.size, active, "trip counts known before the loop"
+    return steps, int(trips.sum()), ends.size, active, source
 
 
 def _carried_elements(loop):
@@ -124,20 +124,35 @@ def _carried_elements(loop):
 
 def _trips(loop):
     """Each row's trip count (int64 [n]) where the condition bounds counters and the
-    loop's initial values are known while converting, else None. The bounds are
-    converted from the condition (for all rows: ops no output needs, which the
-    runtime prunes) and their values folded."""
+    loop's initial values are known while converting, else None, and where they came
+    from. The bounds are converted from the condition (for all rows: ops no output
+    needs, which the runtime prunes) and their values folded: from constants and
+    captured eager values, else from the arguments of the eager call being traced
+    (``pf.vmap``, ``pf.vectorize_loops``: the choice is kept for the signature)."""
     bounds = trip_bounds(loop.body, loop.cond)
     if bounds is None or loop.ctx.trial:
-        return None
-    found = None
+        return None, None
+    pairs = []
     for b in bounds:
-        start = _known(loop.inputs[b.counter])
         try:
             converted = loop.ctx.convert_function(loop.cond, loop.inputs, outputs=[b.bound])
         except (ConversionError, ValueError, TypeError):
-            return None
-        bound = None if converted.side_effects else _known(converted.outputs[0])
+            return None, None
+        if converted.side_effects:
+            return None, None
+        pairs.append((b, loop.inputs[b.counter], converted.outputs[0]))
+    for calls, source in ((False, "trip counts known before the loop"),
+                          (True, "the first call's trip counts, kept for its signature")):
+        trips = _counted(loop, pairs, calls)
+        if trips is not None:
+            return trips, source
+    return None, None
+
+
+def _counted(loop, pairs, calls):
+    found = None
+    for b, start, bound in pairs:
+        start, bound = _known(start, calls), _known(bound, calls)
         if start is None or bound is None:
             return None
         reach, step = b.sign * (bound.astype(np.int64) - start.astype(np.int64)), abs(b.step)
@@ -149,10 +164,10 @@ def _trips(loop):
     return found if found.ndim == 1 else None
 
 
-def _known(value):
+def _known(value, calls):
     if type(value) not in (Stacked, Invariant) or value.tensor.dtype not in (tf.int32, tf.int64):
         return None
-    known = shapes.known_value(value.tensor)
+    known = shapes.known_value(value.tensor, calls=calls)
     return None if known is None else np.asarray(known)
 
 
