@@ -272,8 +272,9 @@ def _pushes(graph, shape):
     return found
 
 
-# (a per-iteration conditional with a list in a masked loop is refused when the
-# forward loop runs: the conditional partitions rows, which a masked view has not)
+# (per-example gradients of a per-iteration conditional reading a list in a masked
+# loop are refused: the masked conditional does not pass the gradient's intermediates
+# on; forward, it runs: test_a_per_iteration_conditional_reading_a_list_in_a_masked_loop)
 @pytest.mark.parametrize("read, masked", [("where", False), ("where", True), ("cond", False)])
 @settings(max_examples=4, deadline=None)
 @given(trees=st.lists(st.lists(st.integers(1, 9), min_size=1, max_size=10), min_size=1,
@@ -331,3 +332,39 @@ def test_per_example_gradients_of_a_node_loop_over_trees_of_their_own_size(
     assert not _pushes(graph, [None, 3, 3]) and not _pushes(graph, [len(trees), 3, 3])
     assert _pushes(graph, [3, 3])
 
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("write_in_branch", [False, True])
+def test_a_per_iteration_conditional_reading_a_list_in_a_masked_loop(masked, write_in_branch):
+    """The issue's node loop: each tree its own number of nodes, a tf.cond per child
+    reading its state back from the TensorArray (and, drawn, one writing into it), on
+    the active subset and masked (a masked loop's list meets the conditional's rows as
+    the masked conditional's view)."""
+    rng = np.random.default_rng(1)
+    sizes = [1, 6, 3, 9, 4]
+    kids = np.full([5, 9, 2], -1, np.int32)
+    for b, size in enumerate(sizes):
+        for t in range(1, size):
+            kids[b, t] = [rng.integers(0, t) if rng.random() < 0.6 else -1 for _ in range(2)]
+    kids, sizes = tf.constant(kids), tf.constant(sizes)
+    x = tf.random.stateless_normal([5, 9, 3], [4, 1])
+    w = tf.random.stateless_normal([3, 3], [4, 2]) * 0.5
+
+    def body(i):
+        k, xi = tf.gather(kids, i), tf.gather(x, i)
+
+        def step(t, hs):
+            def child(j):
+                return tf.cond(j >= 0, lambda: hs.read(tf.maximum(j, 0)), lambda: tf.zeros([3]))
+            h = tf.tanh(tf.linalg.matvec(w, xi[t]) + child(k[t, 0]) + child(k[t, 1]))
+            if write_in_branch:
+                hs = tf.cond(k[t, 0] >= 0, lambda: hs.write(t, h), lambda: hs.write(t, -h))
+            else:
+                hs = hs.write(t, h)
+            return t + 1, hs
+        hs = tf.TensorArray(tf.float32, size=9, element_shape=[3], clear_after_read=False)
+        return tf.while_loop(lambda t, hs: t < tf.gather(sizes, i), step, (0, hs))[1].stack()
+
+    with _strategy(masked):
+        testing.assert_matches_loop(body, 5, graph=True)

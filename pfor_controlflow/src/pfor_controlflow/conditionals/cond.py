@@ -32,6 +32,7 @@ from pfor_controlflow.conditionals import branch_lists, optionals, ragged_branch
 from pfor_controlflow.functions import (branch_functions, is_handle, scratch_graph,
                                         select_rows, stand_in, with_effects)
 from pfor_controlflow.lists import handles, ragged_items
+from pfor_controlflow.lists.loop_views import ListView
 from pfor_controlflow.split_optional import input_spec, output_spec
 
 
@@ -374,6 +375,13 @@ def _run_on_all_rows(ctx, graph, takes, forms, b, lists):
     return outs
 
 
+def _of_masked_loop(value) -> bool:
+    """Whether ``value`` is a tensor list of a per-example loop run masked: its view
+    names the rows whose writes count, as the branches run masked do (a partition
+    would need the rows' view instead)."""
+    return isinstance(value, ListView) and value.mask is not None
+
+
 def convert_stacked_selector(ctx):
     graphs = branch_graphs(ctx)
     if graphs is None:
@@ -383,7 +391,7 @@ def convert_stacked_selector(ctx):
     if any(isinstance(v, ragged_items.RaggedList) for v in ctx.inputs):
         return ctx.decline("a tensor list of items whose shape differs between iterations "
                            "enters a conditional whose predicate differs per iteration")
-    if ctx.compiled or ctx.nested:
+    if ctx.compiled or ctx.nested or any(_of_masked_loop(v) for v in ctx.inputs):
         return _run_masked(ctx, graphs)
     try:
         plan = _Rows(ctx, graphs)
