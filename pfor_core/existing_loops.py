@@ -28,7 +28,7 @@ _CONDS = ("If", "StatelessIf")
 # The first eager call of a signature times the rewritten function against fn: later
 # calls run fn itself where the rewrite took more than _SLOWER times as long (best of
 # _ROUNDS calls each, one where a call takes over _LONG seconds).
-_SLOWER, _ROUNDS, _LONG = 1.05, 3, 0.25
+_SLOWER, _ROUNDS, _LONG = 1.05, 5, 0.25
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,6 +28,8 @@ def independent(replay, plan, inputs, stacked_only=frozenset()) -> list:
     that leave the loop only to be stacked whole (see ``_check_item_shapes``)."""
     _check_item_shapes(plan, stacked_only)
     n = trip_count(replay, plan, inputs)
+    if isinstance(n, int) and n == 1:
+        raise Kept("it runs once: there is nothing to vectorize")
     results = [v for _, v in plan.written.values()] + [v for _, v in plan.reduced.values()]
     stacked = []
     if results:

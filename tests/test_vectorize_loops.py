@@ -82,6 +82,9 @@ def test_drawn_independent_loops_vectorize_and_match(form, reduce, per_row_weigh
     vf = pf.vectorize_loops(fn, check=True)
     _assert_same(vf(x, v), tf.function(fn)(x, v))
     report = vf.explain(x, v)
+    if n == 1:  # one iteration: nothing to vectorize
+        assert report[0].decision == "kept" and "runs once" in report[0].reason
+        return
     assert [e.decision for e in report] == ["vectorized"], str(report)
     assert report[0].kind == ("map_fn" if form == "map_fn" else "while_loop")
     assert not _whiles_left(vf, x, v)
@@ -455,14 +458,19 @@ def _kind_loop(kind, x, w):
         total = tf.zeros([d])
         for i in tf.range(n):
             total += tf.tanh(tf.linalg.matvec(w, x[i]))
-        return total, "vectorized"
+        return total, _vectorized(x)
     ta = tf.TensorArray(tf.float32, size=n, element_shape=[d])
     for i in tf.range(n):
         y = tf.tanh(tf.linalg.matvec(w, x[i]))
         if kind == "levels":  # reads the row before: indices known before the loop
             y += tf.where(i > 0, ta.read(tf.maximum(i - 1, 0)), tf.zeros([d]))
         ta = ta.write(i, y)
-    return ta.stack(), "levels" if kind == "levels" else "vectorized"
+    return ta.stack(), "levels" if kind == "levels" else _vectorized(x)
+
+
+def _vectorized(x):
+    """The decision for an independent loop over x's rows: one row stays as it is."""
+    return "kept" if x.shape[0] == 1 else "vectorized"
 
 
 @settings(max_examples=16, deadline=None)
@@ -488,7 +496,8 @@ def test_drawn_loop_kinds_get_their_decision_and_match(kind, nested, n, m, d, se
 
         def row(r):
             out, decision = _kind_loop(kind, r, w)
-            decided[:] = [decision, "vectorized"]
+            # (an outer loop that runs once stays, with its body as it was)
+            decided[:] = ["kept"] if m == 1 else [decision, "vectorized"]
             return out
         return tf.map_fn(row, x)
     vf = pf.vectorize_loops(fn, check=True)
