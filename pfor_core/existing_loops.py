@@ -26,8 +26,8 @@ from pfor_core.errors import ConversionError
 _CALLS = ("PartitionedCall", "StatefulPartitionedCall")
 _CONDS = ("If", "StatelessIf")
 # The first eager call of a signature times the rewritten function against fn: later
-# calls run fn itself where the rewrite took more than _SLOWER times as long (best of
-# _ROUNDS calls each, one where a call takes over _LONG seconds).
+# calls run fn itself where the rewrite took more than _SLOWER times as long (the
+# median of _ROUNDS calls each, one where a call takes over _LONG seconds).
 _SLOWER, _ROUNDS, _LONG = 1.05, 5, 0.25
 
 
@@ -83,7 +83,7 @@ def vectorize_loops(fn, *, check=False, memory_budget=None):
     >>> fast = pf.vectorize_loops(squares)
     >>> fast(tf.constant([[1., 2.], [3., 4.]])).numpy()
     array([ 5., 25.], dtype=float32)
-    >>> print(fast.explain(tf.constant([[1., 2.]])))
+    >>> print(fast.explain(tf.constant([[1., 2.], [3., 4.], [5., 6.]])))
     loop       kind        decision    reason
     map/while  map_fn      vectorized  its iterations are independent
     """
@@ -152,9 +152,9 @@ class VectorizedLoops:
         if loop_analysis.first_effect(graph) is not None:
             return rewritten
         original(*args, **kwargs)  # (traced outside the timing)
-        best = _timings({"rewritten": rewritten, "original": original}, args, kwargs)
-        self._measured[key] = best
-        return original if best["rewritten"] > _SLOWER * best["original"] else rewritten
+        took = _timings({"rewritten": rewritten, "original": original}, args, kwargs)
+        self._measured[key] = took
+        return original if took["rewritten"] > _SLOWER * took["original"] else rewritten
 
     def _key(self, args, kwargs):
         """The input signature: shapes and dtypes where every argument is a tensor (no
@@ -366,16 +366,17 @@ def _chunks(records, what) -> str:
 
 
 def _timings(fns: dict, args, kwargs) -> dict:
-    """Best seconds per call of each of ``fns`` on these arguments, interleaved."""
-    best = {name: float("inf") for name in fns}
+    """Median seconds per call of each of ``fns`` on these arguments, interleaved (the
+    median: some batched kernels are fast on one call and slow on the next)."""
+    times = {name: [] for name in fns}
     for round_ in range(_ROUNDS):
         for name, f in fns.items():
             start = time.perf_counter()
             f(*args, **kwargs)
-            best[name] = min(best[name], time.perf_counter() - start)
-        if round_ == 0 and max(best.values()) > _LONG:
+            times[name].append(time.perf_counter() - start)
+        if round_ == 0 and max(t[0] for t in times.values()) > _LONG:
             break
-    return best
+    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def _needed(tensors) -> set:
