@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")
 project = "pfor"
 author = "the pfor developers"
 copyright = "the pfor developers"  # pylint: disable=redefined-builtin
-release = "0.7.5"
+release = "0.7.6"
 
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon"]
 autodoc_member_order = "bysource"

@@ -21,7 +21,7 @@ from pfor_core.plugins import (CONVERTER_API_VERSION, default_registry,
                                register_batch_polymorphic, register_converter)
 from pfor_core.vmap import vmap
 
-__version__ = "0.7.5"
+__version__ = "0.7.6"
 
 _autograph.keep_library_unconverted()
 

@@ -7,4 +7,4 @@ that should not run them needs) and split_optional.py (a conditional's optional
 output); lists/ (tensor lists, TensorArrays, stacks); conditionals/; loops/; calls.py;
 plugin.py, which registers each subpackage's table.py."""
 
-__version__ = "0.7.5"
+__version__ = "0.7.6"
