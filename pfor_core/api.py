@@ -11,13 +11,12 @@ from __future__ import annotations
 import dataclasses
 
 import tensorflow as tf
-from tensorflow.python.framework import func_graph
+from tensorflow.python.framework import func_graph, ops
 from tensorflow.python.ops import control_flow_util
 
 from pfor_core import (autograph, budget, checks, chunk_tails, empty, mapped, op_traces,
-                       outputs as outputs_, staging)
+                       outputs as outputs_, staging, trace)
 from pfor_core.plugins import default_registry
-from pfor_core import trace
 from pfor_core.trace import trace_body
 from pfor_core.options import Options
 from pfor_core.walk import Chunks, Conversion, Reported
@@ -67,9 +66,9 @@ def build(loop_fn, iters, options: Options, records: list | None = None, *,
     n = tf.constant(n_static, tf.int32) if n_static is not None else empty.hide(
         checks.iters_tensor(iters))
     body = trace_body(loop_fn)
-    probe = None
-    if (n_static is not None and n_static >= 2 * budget.SMALL
-            and not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())):
+    probe = None  # (measured runs of kernels' workspaces: not of XLA's kernels)
+    if (options.parallel_iterations == "auto" and (n_static or 0) >= 2 * budget.SMALL
+            and not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())):
         probe = _first_iterations(body, n_static, options)
     with op_traces.shared():  # (the body's ops keep their own, traced above)
         return body.pack(_converted_outputs(body, n, n_static, options, records, nonempty,

@@ -6,9 +6,10 @@ tensor grows from one to the other is its size per iteration (the rest is loop
 invariant). A liveness walk over the converted graph, in the order its ops were made,
 gives for every step the bytes held by invariant tensors (``a``) and per iteration by
 stacked ones (``b``); ops whose output is their input's buffer (Identity, Reshape, ...)
-hold nothing of their own, nor do the tensors the body captures (the caller's). The outputs are counted apart, as held throughout: the
-executor may make them before other work whose temporaries then stay beside them. So a
-chunk of ``k`` iterations peaks at ``outputs(k) + max(a + k * b)``.
+hold nothing of their own, nor do the tensors the body captures (the caller's). The
+outputs are counted apart, as held throughout: the executor may make them before other
+work whose temporaries then stay beside them. So a chunk of ``k`` iterations peaks at
+``outputs(k) + max(a + k * b)``.
 
 The budget bounds what the loop holds beyond its outputs, which the caller holds in any
 case: the loop runs in one piece where that fits, else in chunks of the largest ``k``

@@ -16,7 +16,7 @@ import tensorflow as tf
 from tensorflow.python.framework import func_graph as func_graph_module
 from tensorflow.python.framework import ops
 
-from pfor_core import collectives, composites, eager_values
+from pfor_core import call_values, collectives, composites, eager_values
 
 _names = itertools.count()
 
@@ -155,12 +155,9 @@ def on_eager_values(body: TracedBody) -> TracedBody:
     budget.probed); ValueError where a capture is a graph's own tensor."""
     captures = []
     for external, internal in body.captures:
-        value = external
-        while not isinstance(value, ops.EagerTensor):
-            outer = {id(inner): v for v, inner in getattr(value.graph, "captures", ())}
-            if id(value) not in outer:
-                raise ValueError(f"the body captures '{external.name}', a tensor of the "
-                                 "graph being built: no value to measure a run with")
-            value = outer[id(value)]
+        value = call_values.value_of(external, calls=False)
+        if value is None:
+            raise ValueError(f"the body captures '{external.name}', a tensor of the graph "
+                             "being built: no value to measure a run with")
         captures.append((value, internal))
     return dataclasses.replace(body, captures=captures)
