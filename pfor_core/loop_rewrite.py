@@ -138,6 +138,9 @@ def _writer(plan, inputs, k, index, t):
     ``t``): only then does the item hold what an iteration wrote."""
     counter = plan.recurrent[k][0]
     start, step = inputs[counter], plan.counters[counter]
+    if (_static(start), step) == (0, 1):  # item i is iteration i's (the usual loop)
+        iteration = tf.cast(index, tf.int32)
+        return iteration, (iteration >= 0) & (iteration < tf.cast(t, tf.int32))
     offset = tf.cast(index, start.dtype) - start
     iteration = offset // step
     earlier = (offset % step == 0) & (iteration >= 0) & (iteration < tf.cast(t, start.dtype))
@@ -218,8 +221,9 @@ def _read(plan, inputs, k, op, items, t):
         else:
             before = tf.raw_ops.TensorListGather(input_handle=inputs[k], indices=index,
                                                  element_shape=shape, element_dtype=dtype)
-        mask = tf.reshape(earlier, tf.concat(
-            [tf.shape(earlier), tf.ones([items.shape.rank - 1], tf.int32)], 0))
+        mask = earlier
+        for _ in range(items.shape.rank - 1):  # (the item's axes)
+            mask = mask[..., None]
         out = tf.where(mask, written, tf.cast(before, written.dtype))
         out.set_shape(op.outputs[0].shape)  # what the loop's read knew
         return [out]
