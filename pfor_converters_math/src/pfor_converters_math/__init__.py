@@ -3,4 +3,4 @@ reductions, matmul and einsum, batch-polymorphic linear algebra, shape, slicing,
 sorting, segment and scatter ops, FFTs, run-time checks (EnsureShape, CheckNumerics) and
 parsing of tf.Example / CSV records."""
 
-__version__ = "0.7.4"
+__version__ = "0.7.5"

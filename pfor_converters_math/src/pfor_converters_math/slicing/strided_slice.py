@@ -147,7 +147,7 @@ def _strided_slice_by_gather(ctx, plan):
     axes = _output_axes(kinds, x.shape.rank or 0)
     for j in reversed(gather):
         axis = axes[j] + int(stacked)
-        index = begin.tensor[:, j]
+        index = _column(begin.tensor, j)
         size = out.shape[axis]
         if size is None:
             size = tf.shape(out, out_type=index.dtype)[axis]
@@ -158,6 +158,17 @@ def _strided_slice_by_gather(ctx, plan):
             out = move_first(tf.gather(out, index, axis=axis), axis)
             stacked = True
     return Stacked(tensor=out) if stacked else Invariant(tensor=out)
+
+
+def _column(bound, j):
+    """Entry ``j`` of a stacked bound ``[n, length]``: the stacked index itself where the
+    bound was packed from such indices (``x[i]``'s begin is ``tf.stack([i])``), else its
+    column."""
+    op = bound.op
+    if (op.type == "Pack" and op.get_attr("axis") == 1 and j < len(op.inputs)
+            and op.inputs[j].shape.rank == 1):
+        return op.inputs[j]
+    return bound[:, j]
 
 
 def _whole(j, kind, masks, steps):
