@@ -110,6 +110,7 @@ class VectorizedLoops:
         self._kept = {}  # signature -> names of level loops whose levels did not pay
         self._ready = {}  # signature -> the function its later calls run
         self._measured = {}  # signature -> the first call's timing (LoopsReport.measured)
+        self._eager_args = None  # (args, kwargs) of the eager call being traced
         self._functions = {frozenset(): tf.function(self._emitter(frozenset(), True),
                                                     autograph=False)}
         functools.update_wrapper(self, fn, updated=())
@@ -192,7 +193,7 @@ class VectorizedLoops:
             replay = _Replay(self._entries, self._budget, kept)
             # Traced for an eager call: choices made while converting may read its
             # values (call_values.py), kept for this signature.
-            eager = getattr(self, "_eager_args", None)
+            eager = self._eager_args
             pairs = () if eager is None else zip(
                 tf.nest.flatten((args, kwargs), expand_composites=True),
                 tf.nest.flatten(eager, expand_composites=True))

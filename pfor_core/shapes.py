@@ -216,6 +216,8 @@ def known_value(tensor: tf.Tensor, max_ops: int = 32, calls: bool = True):
 def _fold(op, value_of, calls, budget):
     """The values of ``op``'s outputs, run eagerly on its inputs' known values, or None."""
     if op.type == "Placeholder":
+        if op.outputs[0].dtype in (tf.variant, tf.resource):
+            return None  # (a handle has no value to fold)
         eager = call_values.value_of(op.outputs[0], calls)
         return None if eager is None else [eager.numpy()]
     if op.type == "Const":

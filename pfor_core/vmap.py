@@ -103,6 +103,7 @@ class _Vmapped:
         self._in_axes = in_axes
         self._out_axes = out_axes
         self.trace_count = 0
+        self._eager_args = None  # the arguments of the eager call being run (_run)
         self._batched = tf.function(self._run, autograph=False)
         functools.update_wrapper(self, fn)
 
@@ -132,7 +133,7 @@ class _Vmapped:
     def _run(self, *args):
         # Traced for an eager call: choices made while converting may read its values
         # (call_values.py); the trace keeps them for this input signature.
-        eager = getattr(self, "_eager_args", None)
+        eager = self._eager_args
         pairs = () if eager is None else zip(tf.nest.flatten(args, expand_composites=True),
                                              tf.nest.flatten(eager, expand_composites=True))
         with call_values.tracing(pairs):
