@@ -8,8 +8,10 @@ what the loop's outputs would be. ``replay`` emits the body graph again (existin
 from __future__ import annotations
 
 import tensorflow as tf
+from tensorflow.python.framework import ops
+from tensorflow.python.ops import control_flow_util
 
-from pfor_core import api, checks, emit, loop_analysis
+from pfor_core import api, checks, emit, loop_analysis, shapes
 
 # The level schedule runs when its levels are at most this share of the iterations:
 # one level (a pfor over its iterations, ~3x the body's ops, on vectors) measured 9-12x
@@ -54,6 +56,9 @@ def levels(replay, plan, inputs, original, stacked_only=frozenset()) -> list:
     when the levels are not much fewer than the iterations. Returns (the outputs, a
     bool tensor: whether the levels ran, or None where they always do)."""
     _check_item_shapes(plan, stacked_only)
+    if control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()):
+        raise Kept("under jit_compile=True: the levels hold numbers of iterations known "
+                   "only at run time, which XLA does not compile")
     n = trip_count(replay, plan, inputs)
     if _LEVELS_SHARE is None:
         level, _ = _levels_of(_dependences(replay, plan, inputs, n), None)
@@ -239,11 +244,16 @@ def outputs(replay, plan, inputs, n, lists, reduced) -> list:
         outs[k] = _at(inputs[k], step, n)
     for k, items in lists.items():
         counter = (plan.written.get(k) or plan.recurrent[k])[0]
+        if _fresh(inputs[k], n) and (_static(inputs[counter]), plan.counters[counter]) == (0, 1):
+            # Every item written, in order: the list of the items (which XLA compiles,
+            # where it has no scatter into a list).
+            outs[k] = tf.raw_ops.TensorListFromTensor(
+                tensor=items, element_shape=inputs[k].op.inputs[0])
+            replay.whole[outs[k].ref()] = items
+            continue
         indices = _at(inputs[counter], plan.counters[counter], tf.range(n))
         outs[k] = tf.raw_ops.TensorListScatterIntoExistingList(
             input_handle=inputs[k], tensor=items, indices=tf.cast(indices, tf.int32))
-        if _fresh(inputs[k], n) and (_static(inputs[counter]), plan.counters[counter]) == (0, 1):
-            replay.whole[outs[k].ref()] = items
     for k, value in reduced.items():
         outs[k] = value
     return outs
@@ -317,8 +327,11 @@ def _at(start, step, t):
 
 def _static(tensor):
     """A scalar's static value, or None; also a dimension read off a static shape
-    (``tf.shape(x)[0]``, which ``tf.get_static_value`` does not evaluate)."""
+    (``tf.shape(x)[0]``, which ``tf.get_static_value`` does not evaluate) and what a few
+    ops make of such values (AutoGraph's trip count of ``tf.range`` under XLA)."""
     value = tf.get_static_value(tensor)
+    if value is None and tensor.op.type not in ("StridedSlice", "Placeholder"):
+        value = shapes.known_value(tensor, max_ops=8, calls=False)
     if (value is None and tensor.op.type == "StridedSlice" and tensor.shape.rank == 0
             and tensor.op.get_attr("shrink_axis_mask") == 1):
         vector, begin = tensor.op.inputs[0], tf.get_static_value(tensor.op.inputs[1])

@@ -7,6 +7,7 @@ ambiguous when n is 0.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import context, execute
 from tensorflow.python.framework import ops
@@ -222,6 +223,8 @@ def _fold(op, value_of, calls, budget):
         return None if eager is None else [eager.numpy()]
     if op.type == "Const":
         return [tf.get_static_value(op.outputs[0])]
+    if op.type == "Shape" and op.inputs[0].shape.is_fully_defined():
+        return [np.array(op.inputs[0].shape.as_list(), op.outputs[0].dtype.as_numpy_dtype)]
     budget[0] -= 1
     if (budget[0] < 0 or op._is_stateful or op.control_inputs  # pylint: disable=protected-access
             or any(t.dtype in (tf.variant, tf.resource) for t in op.outputs)):

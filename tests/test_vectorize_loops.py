@@ -526,3 +526,39 @@ def test_per_example_while_loops_read_the_first_calls_lengths():
         vf = pf.vectorize_loops(fn, check=True)
         _assert_same(vf(x, lengths), tf.function(fn)(x, lengths))
     assert seen and all("the first call's trip counts" in c.reason for c in seen), seen
+
+
+def test_under_jit_compile_independent_loops_vectorize_and_level_loops_stay():
+    """Inside tf.function(jit_compile=True): a map_fn and an AutoGraph ``for`` writing a
+    TensorArray vectorize into ops XLA compiles (the whole list made from its items, no
+    scatter into a list); a loop that would run by levels stays (its levels' sizes are
+    known only at run time), and says why."""
+    w = tf.random.stateless_normal([4, 4], [9, 1])
+    x = tf.random.stateless_normal([8, 4], [9, 2])
+
+    def mapped(x):
+        return tf.map_fn(lambda r: tf.tanh(tf.linalg.matvec(w, r)), x)
+
+    def written(x):
+        ta = tf.TensorArray(tf.float32, size=tf.shape(x)[0], element_shape=[4])
+        for i in tf.range(tf.shape(x)[0]):
+            ta = ta.write(i, tf.tanh(tf.linalg.matvec(w, x[i])))
+        return ta.stack()
+    for fn in (mapped, written):
+        vf = pf.vectorize_loops(fn)
+        compiled = tf.function(vf, jit_compile=True)
+        _assert_same(compiled(x), tf.function(fn)(x))
+        assert not _whiles_left(tf.function(vf, jit_compile=True), x)
+    tree = node_loop(tf.eye(D) * 0.5, tf.eye(D) * 0.5)
+    kids, nodes = tf.constant(_complete_tree(127)), tf.random.stateless_normal([127, D], [9, 3])
+    vf = pf.vectorize_loops(tree)
+    seen = []
+
+    @tf.function(jit_compile=True)
+    def run(nodes, kids):
+        out = vf(nodes, kids)
+        seen.extend(vf._entries)  # pylint: disable=protected-access
+        return out
+    with mock.patch.object(loop_rewrite, "_LEVELS_SHARE", None):  # else levels
+        _assert_same(run(nodes, kids), tf.function(tree)(nodes, kids))
+    assert seen and seen[0].decision == "kept" and "jit_compile" in seen[0].reason
