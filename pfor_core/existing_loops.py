@@ -347,9 +347,10 @@ def _stacked_only(op) -> frozenset:
                 yield from readers(consumer.outputs[0])
             else:
                 yield consumer
-    return frozenset(k for k, t in enumerate(op.outputs) if t.dtype == tf.variant
-                     and all(r.type == "TensorListStack" for r in readers(t))
-                     and any(True for _ in readers(t)))
+    found = {k: [r.type for r in readers(t)] for k, t in enumerate(op.outputs)
+             if t.dtype == tf.variant}
+    return frozenset(k for k, types in found.items()
+                     if types and all(t == "TensorListStack" for t in types))
 
 
 def _chunks(records, what) -> str:

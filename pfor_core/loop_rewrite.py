@@ -326,21 +326,12 @@ def _at(start, step, t):
 
 
 def _static(tensor):
-    """A scalar's static value, or None; also a dimension read off a static shape
-    (``tf.shape(x)[0]``, which ``tf.get_static_value`` does not evaluate) and what a few
-    ops make of such values (AutoGraph's trip count of ``tf.range`` under XLA)."""
+    """A scalar's static value, or None: what ``tf.get_static_value`` finds, or what a
+    few ops make of constants and static shapes (``tf.shape(x)[0]``; AutoGraph's trip
+    count of ``tf.range`` under XLA)."""
     value = tf.get_static_value(tensor)
-    if value is None and tensor.op.type not in ("StridedSlice", "Placeholder"):
+    if value is None:
         value = shapes.known_value(tensor, max_ops=8, calls=False)
-    if (value is None and tensor.op.type == "StridedSlice" and tensor.shape.rank == 0
-            and tensor.op.get_attr("shrink_axis_mask") == 1):
-        vector, begin = tensor.op.inputs[0], tf.get_static_value(tensor.op.inputs[1])
-        if begin is None or begin.shape != (1,):
-            return None
-        if vector.op.type == "Shape" and vector.op.inputs[0].shape.rank is not None:
-            return vector.op.inputs[0].shape[int(begin[0])]
-        known = tf.get_static_value(vector)
-        return None if known is None else known[int(begin[0])].item()
     return None if value is None or getattr(value, "shape", ()) != () else value.item()
 
 

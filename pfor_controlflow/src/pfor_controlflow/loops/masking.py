@@ -15,8 +15,9 @@ make, the multiply-adds of matmuls and convolutions):
 
 (the body's per-op overheads, the same in both, cancel). The trip counts come from the
 loop's initial values where its condition bounds a counter and those values are known
-while converting (constants, eager tensors the body captured); otherwise they are
-assumed uniform in 1..PRIOR_STEPS (utilization about a half). The constants are
+while converting (constants, eager tensors the body captured, or the arguments of the
+eager call whose function is being traced: ``pf.vmap``, ``pf.vectorize_loops``);
+otherwise they are assumed uniform in 1..PRIOR_STEPS (utilization about a half). The constants are
 measured on 2 CPU cores with ``benchmarks/while_strategies.py`` (rows of 1 to 256
 floats, batch 64 and 512, uniform, skewed and constant trip counts); the choice it makes
 there and on the dynamic LSTM is within 10% of the better strategy.
